@@ -1,0 +1,1 @@
+"""Strategy for tables in Spark's session catalog (Hive metastore) stored in file formats."""

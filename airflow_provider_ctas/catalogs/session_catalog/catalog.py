@@ -1,0 +1,179 @@
+"""What the session-catalog strategy needs from Spark's catalog and filesystem, in one place.
+
+Shared by the transaction phases and garbage collection; every statement quotes its names and
+passes values as string literals.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from dataclasses import dataclass, field
+from datetime import UTC, datetime
+from typing import TYPE_CHECKING, Any
+
+from airflow_provider_ctas.core import markers
+from airflow_provider_ctas.core.identifiers import TableRef, quote, sql_string_literal
+from airflow_provider_ctas.spark.filesystem import HadoopFileSystem
+
+if TYPE_CHECKING:
+    from pyspark.sql import Row, SparkSession
+
+
+@dataclass
+class TableInfo:
+    ref: TableRef
+    table_type: str
+    location: str | None
+    provider: str
+    properties: dict[str, str] = field(default_factory=dict)
+    columns: list[tuple[str, str]] = field(default_factory=list)
+    partition_columns: list[str] = field(default_factory=list)
+    bucketed: bool = False
+
+
+def parse_describe(rows: list[Row]) -> tuple[list[tuple[str, str]], list[str], dict[str, str]]:
+    """Columns, partition columns and detail rows from ``DESCRIBE TABLE EXTENDED`` (which runs no job)."""
+    columns: list[tuple[str, str]] = []
+    partitions: list[str] = []
+    details: dict[str, str] = {}
+    section = "columns"
+    for row in rows:
+        name, value = row["col_name"] or "", row["data_type"] or ""
+        if name == "# Partition Information":
+            section = "partitions"
+        elif name == "# Detailed Table Information":
+            section = "details"
+        elif not name or name.startswith("#"):
+            if section == "columns" and not name:
+                section = "after-columns"
+        elif section == "columns":
+            columns.append((name, value))
+        elif section == "partitions":
+            partitions.append(name)
+        elif section == "details":
+            details[name] = value
+    return columns, partitions, details
+
+
+def now_iso() -> str:
+    return datetime.now(UTC).isoformat(timespec="milliseconds")
+
+
+def error_condition(exc: BaseException) -> str:
+    """Spark's error class (``TABLE_OR_VIEW_NOT_FOUND``, ...), or '' for other exceptions."""
+    for name in ("getCondition", "getErrorClass"):
+        getter = getattr(exc, name, None)
+        if getter is None:
+            continue
+        try:
+            value = getter()
+        except Exception:  # noqa: S112 - py4j may fail for non-Spark errors; try the next getter
+            continue
+        if value:
+            return str(value)
+    return ""
+
+
+def first_line(exc: BaseException) -> str:
+    text = str(exc).strip()
+    return text.splitlines()[0] if text else type(exc).__name__
+
+
+class CatalogClient:
+    def __init__(self, spark: SparkSession) -> None:
+        self.spark = spark
+        self.fs = HadoopFileSystem(spark)
+        self._db_locations: dict[str, str] = {}
+
+    def sql(self, statement: str) -> list[Row]:
+        return self.spark.sql(statement).collect()
+
+    def table_info(self, ref: TableRef) -> TableInfo | None:
+        from pyspark.errors import AnalysisException
+
+        if not self.spark.catalog.tableExists(ref.quoted):
+            return None
+        try:
+            described = self.sql(f"DESCRIBE TABLE EXTENDED {ref.quoted}")
+            props = {row["key"]: row["value"] for row in self.sql(f"SHOW TBLPROPERTIES {ref.quoted}")}
+        except AnalysisException as exc:
+            if error_condition(exc).startswith("TABLE_OR_VIEW_NOT_FOUND"):
+                return None
+            raise
+        columns, partitions, rows = parse_describe(described)
+        return TableInfo(
+            ref,
+            rows.get("Type", "").upper(),
+            rows.get("Location"),
+            rows.get("Provider", ""),
+            props,
+            columns,
+            partitions,
+            bucketed="Num Buckets" in rows,
+        )
+
+    def read_marker(self, location: str) -> markers.MarkerFile | None:
+        return markers.MarkerFile.parse(self.fs.read_text(f"{location.rstrip('/')}/{markers.MARKER_FILE}"))
+
+    def mark_published(self, location: str, txn_id: str, published_at: str) -> None:
+        """Record in the directory's marker that it now holds the target's data."""
+        marker = self.read_marker(location)
+        if marker is not None and marker.txn_id == txn_id:
+            path = f"{location.rstrip('/')}/{markers.MARKER_FILE}"
+            self.fs.write_text(path, dataclasses.replace(marker, published_at=published_at).to_json())
+
+    def db_location(self, database: str) -> str:
+        if database not in self._db_locations:
+            self._db_locations[database] = str(self.spark.catalog.getDatabase(database).locationUri).rstrip("/")
+        return self._db_locations[database]
+
+    def reserved_tables(self, database: str, txn_id: str | None = None) -> list[tuple[markers.ReservedName, TableRef]]:
+        """Tables under this provider's reserved names (optionally of one transaction)."""
+        rows = self.sql(f"SHOW TABLES IN {quote(database)} LIKE {sql_string_literal(markers.name_pattern(txn_id))}")
+        found = []
+        for row in rows:
+            parsed = markers.parse_reserved_name(row["tableName"])
+            if parsed and (txn_id is None or parsed.tag == markers.txn_tag(txn_id)):
+                found.append((parsed, TableRef(database, row["tableName"].lower())))
+        return found
+
+    def partitions(self, ref: TableRef, columns: list[str]) -> dict[tuple[str, ...], str]:
+        """Partition values (in ``columns`` order) to location, in one metastore call.
+
+        Spark SQL has no statement that lists partition locations, so this goes through the
+        session's external catalog (a classic session).
+        """
+        jvm: Any = self.spark._jvm
+        external = self.spark._jsparkSession.sessionState().catalog().externalCatalog()
+        partitions = external.listPartitions(ref.database, ref.table, jvm.scala.Option.apply(None))
+        found: dict[tuple[str, ...], str] = {}
+        iterator = partitions.iterator()
+        while iterator.hasNext():
+            partition = iterator.next()
+            spec: dict[str, str] = {}
+            entries = partition.spec().iterator()
+            while entries.hasNext():
+                entry = entries.next()
+                spec[str(entry._1()).lower()] = str(entry._2())
+            found[tuple(spec[c.lower()] for c in columns)] = str(partition.location().toString())
+        return found
+
+    def live_locations(self, ref: TableRef) -> list[str]:
+        """Where ``ref`` reads data from: its location and, if partitioned, every partition's."""
+        info = self.table_info(ref)
+        if info is None:
+            return []
+        live = [info.location.rstrip("/")] if info.location else []
+        if info.partition_columns:
+            live += [loc.rstrip("/") for loc in self.partitions(ref, info.partition_columns).values()]
+        return live
+
+    def set_properties(self, ref: TableRef, properties: dict[str, str]) -> None:
+        assignments = ", ".join(f"{sql_string_literal(k)}={sql_string_literal(v)}" for k, v in properties.items())
+        self.sql(f"ALTER TABLE {ref.quoted} SET TBLPROPERTIES ({assignments})")
+
+    def rename(self, source: TableRef, dest: TableRef) -> None:
+        self.sql(f"ALTER TABLE {source.quoted} RENAME TO {quote(dest.database)}.{quote(dest.table)}")
+
+    def drop(self, ref: TableRef) -> None:
+        self.sql(f"DROP TABLE IF EXISTS {ref.quoted} PURGE")

@@ -1,0 +1,198 @@
+"""Garbage collection of what no callback cleaned up: a worker SIGKILLed, a node lost, a run deleted.
+
+Runs inside a Spark driver, database by database. It finds candidates by reserved name and by
+marker file, and removes only what this provider's markers say it created, what is older than
+``min_age``, whose transaction is not protected (running, as far as Airflow knows) and that no
+table reads from. Everything else is reported with the reason it was kept.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from datetime import UTC, datetime, timedelta
+from typing import TYPE_CHECKING, Any
+
+from airflow_provider_ctas.catalogs.session_catalog.catalog import CatalogClient, TableInfo, first_line
+from airflow_provider_ctas.core import markers
+from airflow_provider_ctas.core.errors import InvalidInputError
+from airflow_provider_ctas.core.identifiers import TableRef, validate_name
+
+if TYPE_CHECKING:
+    from pyspark.sql import SparkSession
+
+    from airflow_provider_ctas.catalogs.session_catalog.executor import Reporter
+
+
+def parse_time(text: str | None) -> datetime | None:
+    try:
+        parsed = datetime.fromisoformat(text or "")
+    except ValueError:
+        return None
+    return parsed if parsed.tzinfo else parsed.replace(tzinfo=UTC)
+
+
+@dataclass
+class GcParams:
+    databases: list[str]
+    min_age_seconds: float
+    dry_run: bool
+    protect: set[str] = field(default_factory=set)
+    """Transaction ids whose task instances Airflow reports as still active."""
+
+    @classmethod
+    def from_dict(cls, data: dict[str, Any]) -> GcParams:
+        databases = [validate_name(db, "database") for db in data.get("databases", [])]
+        if not databases:
+            raise InvalidInputError("garbage collection needs at least one database")
+        min_age = data.get("min_age_seconds")
+        if not isinstance(min_age, int | float) or min_age < 0:
+            raise InvalidInputError("min_age_seconds must be a non-negative number")
+        return cls(databases, float(min_age), bool(data.get("dry_run", True)), set(data.get("protect", [])))
+
+
+class SessionCatalogGc:
+    def __init__(self, spark: SparkSession, params: GcParams, log: Reporter) -> None:
+        self.catalog = CatalogClient(spark)
+        self.params = params
+        self.log = log
+        self.now = datetime.now(UTC)
+        self.entries: list[dict[str, Any]] = []
+
+    def run(self) -> dict[str, Any]:
+        for database in self.params.databases:
+            if not self.catalog.spark.catalog.databaseExists(database):
+                self._note("kept", database, "database does not exist")
+                continue
+            for parsed, ref in self.catalog.reserved_tables(database):
+                info = self.catalog.table_info(ref)
+                if info is not None:
+                    self._table(parsed, info)
+            for name in self.catalog.fs.list_names(self.catalog.db_location(database)):
+                self._directory(database, name)
+        summary: dict[str, int] = {}
+        for entry in self.entries:
+            summary[entry["action"]] = summary.get(entry["action"], 0) + 1
+        return {"dry_run": self.params.dry_run, "summary": summary, "entries": self.entries}
+
+    # -- decisions -----------------------------------------------------------------------------
+
+    def _note(self, action: str, what: str, why: str, **extra: Any) -> None:
+        if self.params.dry_run and action in ("removed", "restored"):
+            action = f"would be {action}"
+        self.entries.append({"action": action, "what": what, "why": why, **extra})
+        self.log.info(f"gc: {action}: {what} ({why})")
+
+    def _blocked(self, what: str, txn_id: str, created: str | None, task: dict[str, Any]) -> bool:
+        """Protected transactions and young objects are kept; True when ``what`` must stay."""
+        if txn_id in self.params.protect:
+            self._note("kept", what, "its task instance is still active in Airflow", txn_id=txn_id, task=task)
+            return True
+        born = parse_time(created)
+        if born is None:
+            self._note("kept", what, "no readable creation time", txn_id=txn_id, task=task)
+            return True
+        if self.now - born < timedelta(seconds=self.params.min_age_seconds):
+            self._note("kept", what, f"younger than min_age ({born.isoformat()})", txn_id=txn_id, task=task)
+            return True
+        return False
+
+    def _location_of(self, qualified: str) -> str | None:
+        try:
+            info = self.catalog.table_info(TableRef.parse(qualified))
+        except InvalidInputError:
+            return None
+        return info.location.rstrip("/") if info and info.location else None
+
+    def _live(self, qualified: str) -> list[str]:
+        try:
+            return self.catalog.live_locations(TableRef.parse(qualified))
+        except InvalidInputError:
+            return []
+
+    def _table(self, parsed: markers.ReservedName, info: TableInfo) -> None:
+        what = info.ref.qualified
+        props = info.properties
+        if parsed.role == "backup":
+            self._backup(info)
+            return
+        txn_id = props.get(markers.TXN_ID, "")
+        if markers.txn_tag(txn_id) != parsed.tag or markers.marker_try(props) != parsed.try_number:
+            self._note("kept", what, "reserved name without this provider's markers")
+            return
+        task = {
+            "dag_id": props.get(markers.DAG_ID),
+            "task_id": props.get(markers.TASK_ID),
+            "run_id": props.get(markers.RUN_ID),
+        }
+        if self._blocked(what, txn_id, props.get(markers.CREATED_AT), task):
+            return
+        live = self._location_of(props.get(markers.TARGET, ""))
+        if info.table_type != "EXTERNAL" and live and info.location and live == info.location.rstrip("/"):
+            self._note("kept", what, "a managed staging table that a target reads from (unexpected)")
+            return
+        if not self.params.dry_run:
+            self.catalog.drop(info.ref)
+        kind = "metadata only" if info.table_type == "EXTERNAL" else "with its data"
+        self._note("removed", what, f"orphan staging table ({kind})", txn_id=txn_id, task=task)
+
+    def _backup(self, info: TableInfo) -> None:
+        what, props = info.ref.qualified, info.properties
+        txn_id = props.get(markers.SUPERSEDED_BY, "").split(":", 1)[0]
+        target_name = props.get(markers.SUPERSEDED_TARGET, "")
+        if not txn_id or not target_name:
+            self._note("kept", what, "reserved name without this provider's markers")
+            return
+        if self._blocked(what, txn_id, props.get(markers.SUPERSEDED_AT), {}):
+            return
+        target = TableRef.parse(target_name)
+        current = self.catalog.table_info(target)
+        if current is None:
+            if not self.params.dry_run:
+                self.catalog.rename(info.ref, target)
+            self._note("restored", what, f"renamed back to {target}: an interrupted swap had moved it aside")
+        elif current.properties.get(markers.TXN_ID) == txn_id and markers.TXN_ID in props:
+            if not self.params.dry_run:
+                self.catalog.drop(info.ref)
+            self._note("removed", what, f"superseded version of {target} that this provider had created")
+        else:
+            self._note("kept", what, f"previous version of {target}, not created by this provider (or replaced since)")
+
+    def _directory(self, database: str, name: str) -> None:
+        location = self.catalog.db_location(database)
+        path = f"{location}/{name}"
+        reserved = markers.parse_reserved_name(name)
+        registered = self.catalog.spark.catalog.tableExists(TableRef(database, name.lower()).quoted)
+        if registered and (reserved or self._location_of(f"{database}.{name}") == path):
+            return  # a table lives here (its staging table was handled above)
+        marker = self.catalog.read_marker(path)
+        if marker is None:
+            if not reserved:
+                return
+            if self.catalog.fs.has_files(path):
+                self._note("kept", path, "reserved name but no marker file of this provider")
+                return
+            modified = datetime.fromtimestamp(self.catalog.fs.modified_at(path), UTC).isoformat()
+            if not self._blocked(path, "", modified, {}):
+                self._delete(path, "empty directory under a reserved name")
+            return
+        live = self._live(marker.target)
+        if any(p == path or p.startswith(path + "/") for p in live):
+            return  # the target reads from it (its location, or partitions in it)
+        if marker.published_at is None:
+            if not self._blocked(path, marker.txn_id, marker.created_at, marker.task):
+                self._delete(path, "orphan staging directory", txn_id=marker.txn_id, task=marker.task)
+            return
+        if not live:
+            self._note("kept", path, f"published data of {marker.target}, which no longer exists (renamed?)")
+            return
+        if not self._blocked(path, marker.txn_id, marker.published_at, marker.task):
+            self._delete(path, f"a superseded version of {marker.target}", txn_id=marker.txn_id)
+
+    def _delete(self, path: str, why: str, **extra: Any) -> None:
+        if not self.params.dry_run:
+            try:
+                self.catalog.fs.delete(path)
+            except Exception as exc:
+                self._note("kept", path, f"could not delete: {first_line(exc)}")
+                return
+        self._note("removed", path, why, **extra)

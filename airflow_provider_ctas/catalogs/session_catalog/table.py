@@ -1,0 +1,111 @@
+"""The two-phase table for Spark's session catalog.
+
+Staging is a table under a reserved name in the target's database, created empty with its
+ownership markers in the same ``CREATE TABLE`` and filled afterwards, so no data is ever written to
+a directory that no marker covers. A new target is published with ``ALTER TABLE staging RENAME TO
+target``; a replaced one with ``ALTER TABLE target SET LOCATION`` (same shape), or, only when
+``allow_swap`` is set, by swapping two tables; partitions with ``ALTER TABLE target PARTITION (...)
+SET LOCATION`` each (see the executor for what readers see).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from enum import StrEnum
+from typing import Any
+
+from airflow_provider_ctas.core import markers
+from airflow_provider_ctas.core.errors import CorruptStateError, InvalidInputError
+from airflow_provider_ctas.core.identifiers import (
+    TableRef,
+    validate_columns,
+    validate_table_properties,
+)
+from airflow_provider_ctas.core.transaction import TwoPhaseTable, _exact_fields, register_kind
+
+
+class Mode(StrEnum):
+    CREATE = "create"
+    CREATE_IF_NOT_EXISTS = "create_if_not_exists"
+    REPLACE = "replace"
+    OVERWRITE_PARTITIONS = "overwrite_partitions"
+    """(Re)build the partitions the query produces inside a partitioned table, each atomically."""
+
+
+# Data sources Spark's session catalog writes as plain files. Avro needs the spark-avro jar on the
+# cluster; without it Spark reports a missing data source while staging is created (before any job).
+FILE_FORMATS = frozenset({"parquet", "orc", "json", "csv", "avro", "text"})
+
+
+def validate_mode(mode: object) -> Mode:
+    if not isinstance(mode, str) or mode not in Mode._value2member_map_:
+        allowed = ", ".join(m.value for m in Mode)
+        raise InvalidInputError(f"mode {mode!r} is not supported; use one of: {allowed}")
+    return Mode(mode)
+
+
+def validate_format(table_format: object) -> str:
+    if not isinstance(table_format, str) or table_format.lower() not in FILE_FORMATS:
+        raise InvalidInputError(
+            f"table_format {table_format!r} is not a file format of Spark's session catalog; "
+            f"use one of: {', '.join(sorted(FILE_FORMATS))}"
+        )
+    return table_format.lower()
+
+
+@register_kind
+@dataclass(kw_only=True)
+class SessionCatalogTable(TwoPhaseTable):
+    kind = "spark_session_catalog"
+
+    mode: Mode
+    table_format: str
+    partition_by: tuple[str, ...] = ()
+    table_properties: dict[str, str] = field(default_factory=dict)
+    allow_swap: bool = False
+
+    def staging_table(self, try_number: int | None = None) -> TableRef:
+        return self.target.with_table(markers.staging_name(self.txn_id, try_number or self.try_number))
+
+    def backup_table(self, try_number: int | None = None) -> TableRef:
+        return self.target.with_table(markers.backup_name(self.txn_id, try_number or self.try_number))
+
+    def marker_properties(self, *, created_at: str, provider_version: str) -> dict[str, str]:
+        """Ownership markers and provenance, written with the staging table; they survive rename."""
+        return {
+            markers.TXN_ID: self.txn_id,
+            markers.TRY_NUMBER: str(self.try_number),
+            markers.TARGET: self.target.qualified,
+            markers.DAG_ID: self.key.dag_id,
+            markers.TASK_ID: self.key.task_id,
+            markers.RUN_ID: self.key.run_id,
+            markers.MAP_INDEX: str(self.key.map_index),
+            markers.PROVIDER_VERSION: provider_version,
+            markers.CREATED_AT: created_at,
+        }
+
+    def spec_to_dict(self) -> dict[str, Any]:
+        return {
+            "mode": self.mode.value,
+            "table_format": self.table_format,
+            "partition_by": list(self.partition_by),
+            "table_properties": dict(self.table_properties),
+            "allow_swap": self.allow_swap,
+        }
+
+    @classmethod
+    def spec_from_dict(cls, data: Mapping[str, Any]) -> dict[str, Any]:
+        spec = _exact_fields(data, {"mode", "table_format", "partition_by", "table_properties", "allow_swap"}, "spec")
+        if not isinstance(spec["allow_swap"], bool):
+            raise CorruptStateError("spec.allow_swap must be a boolean")
+        try:
+            return {
+                "mode": validate_mode(spec["mode"]),
+                "table_format": validate_format(spec["table_format"]),
+                "partition_by": validate_columns(spec["partition_by"], "partition_by"),
+                "table_properties": validate_table_properties(spec["table_properties"]),
+                "allow_swap": spec["allow_swap"],
+            }
+        except InvalidInputError as exc:
+            raise CorruptStateError(f"spec is invalid: {exc}") from exc

@@ -1,0 +1,127 @@
+"""Errors of the transaction layer.
+
+Each carries a stable ``code`` so that an error raised inside the Spark driver can be reported
+across the process boundary and re-raised on the Airflow side as the same kind of error.
+"""
+
+from __future__ import annotations
+
+
+class CtasError(Exception):
+    """Base class; ``retryable`` tells the operator whether another try can help."""
+
+    code = "CTAS_ERROR"
+    retryable = True
+
+
+class InvalidInputError(CtasError, ValueError):
+    """User input (names, options, SQL shape) that can never succeed; found before Spark work."""
+
+    code = "INVALID_INPUT"
+    retryable = False
+
+
+class AtomicityNotSupportedError(CtasError):
+    """The target cannot be made atomic by any registered catalog strategy."""
+
+    code = "ATOMICITY_NOT_SUPPORTED"
+    retryable = False
+
+
+class CorruptStateError(CtasError):
+    """Serialized state that does not describe a transaction we can trust; fail closed."""
+
+    code = "CORRUPT_STATE"
+    retryable = False
+
+
+class InvalidTransitionError(CtasError):
+    """A lifecycle call that the transaction's state does not allow."""
+
+    code = "INVALID_TRANSITION"
+    retryable = False
+
+
+class TargetExistsError(CtasError):
+    """``create`` found a target this transaction did not publish."""
+
+    code = "TARGET_EXISTS"
+    retryable = False
+
+
+class DatabaseNotFoundError(CtasError):
+    code = "DATABASE_NOT_FOUND"
+    retryable = False
+
+
+class QueryError(CtasError):
+    """The SELECT does not analyse (bad column, missing table, not a query)."""
+
+    code = "QUERY_ERROR"
+    retryable = False
+
+
+class UnsupportedTargetError(CtasError):
+    """The existing target is of a kind this strategy must not touch (a view, an external table)."""
+
+    code = "UNSUPPORTED_TARGET"
+    retryable = False
+
+
+class FencedError(CtasError):
+    """A newer try of the same transaction has begun; this try must not publish."""
+
+    code = "FENCED"
+    retryable = False
+
+
+class PublishError(CtasError):
+    """The publish step failed; the target was left as it was before this try."""
+
+    code = "PUBLISH_FAILED"
+
+
+class SparkJobError(CtasError):
+    """Spark failed for a reason that another try may not hit (lost executor, OOM, ...)."""
+
+    code = "SPARK_ERROR"
+
+
+class SparkNotFoundError(CtasError):
+    """spark-submit is not on the worker's PATH; no retry can fix that."""
+
+    code = "SPARK_SUBMIT_NOT_FOUND"
+    retryable = False
+
+
+class LeftoverError(CtasError):
+    """Something blocks the target that this provider did not create and will not delete."""
+
+    code = "FOREIGN_LEFTOVER"
+    retryable = False
+
+
+_BY_CODE: dict[str, type[CtasError]] = {
+    cls.code: cls
+    for cls in (
+        CtasError,
+        InvalidInputError,
+        AtomicityNotSupportedError,
+        CorruptStateError,
+        InvalidTransitionError,
+        TargetExistsError,
+        DatabaseNotFoundError,
+        QueryError,
+        UnsupportedTargetError,
+        FencedError,
+        PublishError,
+        SparkJobError,
+        SparkNotFoundError,
+        LeftoverError,
+    )
+}
+
+
+def error_from_code(code: str, message: str) -> CtasError:
+    """Rebuild an error reported by the Spark side; unknown codes become a plain ``CtasError``."""
+    return _BY_CODE.get(code, CtasError)(message)

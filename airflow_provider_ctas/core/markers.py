@@ -1,0 +1,135 @@
+"""Ownership markers and reserved names.
+
+Abort and garbage collection delete only what carries this provider's markers: table properties
+set in the same ``CREATE TABLE`` that creates a staging table, and a marker file written into each
+staging directory before any data. A reserved name alone is never proof of ownership.
+
+Markers survive ``ALTER TABLE ... RENAME``, so a published table carries them too; they double as
+provenance (who published this table, from which run and try, when).
+"""
+
+from __future__ import annotations
+
+import json
+import re
+from collections.abc import Mapping
+from dataclasses import asdict, dataclass, field
+from typing import Literal
+
+from airflow_provider_ctas.core.identifiers import PROVIDER_PROPERTY_PREFIX, RESERVED_PREFIX
+
+TXN_ID = PROVIDER_PROPERTY_PREFIX + "txn_id"
+TRY_NUMBER = PROVIDER_PROPERTY_PREFIX + "try_number"
+TARGET = PROVIDER_PROPERTY_PREFIX + "target"
+DAG_ID = PROVIDER_PROPERTY_PREFIX + "dag_id"
+TASK_ID = PROVIDER_PROPERTY_PREFIX + "task_id"
+RUN_ID = PROVIDER_PROPERTY_PREFIX + "run_id"
+MAP_INDEX = PROVIDER_PROPERTY_PREFIX + "map_index"
+PROVIDER_VERSION = PROVIDER_PROPERTY_PREFIX + "provider_version"
+CREATED_AT = PROVIDER_PROPERTY_PREFIX + "created_at"
+PUBLISHED_AT = PROVIDER_PROPERTY_PREFIX + "published_at"
+ROW_COUNT = PROVIDER_PROPERTY_PREFIX + "row_count"
+# Set on a target just before this transaction moves it aside during a swap.
+SUPERSEDED_BY = PROVIDER_PROPERTY_PREFIX + "superseded_by"
+SUPERSEDED_TARGET = PROVIDER_PROPERTY_PREFIX + "superseded_target"
+SUPERSEDED_AT = PROVIDER_PROPERTY_PREFIX + "superseded_at"
+SUPERSEDED_KEYS = (SUPERSEDED_BY, SUPERSEDED_TARGET, SUPERSEDED_AT)
+
+MARKER_FILE = "_airflow_ctas.json"
+
+Role = Literal["staging", "backup"]
+_ROLE_CODES: dict[str, Role] = {"s": "staging", "b": "backup"}
+_RESERVED = re.compile(rf"{RESERVED_PREFIX}([0-9a-f]{{16}})_([sb])([0-9]+)")
+
+
+def txn_tag(txn_id: str) -> str:
+    """The part of a transaction id that appears in reserved names (names are length-limited)."""
+    return txn_id[:16]
+
+
+def staging_name(txn_id: str, try_number: int) -> str:
+    return f"{RESERVED_PREFIX}{txn_tag(txn_id)}_s{try_number}"
+
+
+def backup_name(txn_id: str, try_number: int) -> str:
+    return f"{RESERVED_PREFIX}{txn_tag(txn_id)}_b{try_number}"
+
+
+def name_pattern(txn_id: str | None = None) -> str:
+    """A ``SHOW TABLES ... LIKE`` pattern for the reserved names of one or all transactions."""
+    return f"{RESERVED_PREFIX}{txn_tag(txn_id) if txn_id else ''}*"
+
+
+@dataclass(frozen=True)
+class ReservedName:
+    tag: str
+    role: Role
+    try_number: int
+
+
+def parse_reserved_name(name: str) -> ReservedName | None:
+    match = _RESERVED.fullmatch(name.lower())
+    if not match:
+        return None
+    return ReservedName(tag=match.group(1), role=_ROLE_CODES[match.group(2)], try_number=int(match.group(3)))
+
+
+def marker_try(properties: Mapping[str, str]) -> int | None:
+    raw = properties.get(TRY_NUMBER)
+    return int(raw) if raw is not None and raw.isdigit() else None
+
+
+def owned_by(properties: Mapping[str, str], txn_id: str, *, up_to_try: int | None = None) -> bool:
+    """True when the properties say this transaction (optionally: a try <= ``up_to_try``) made it."""
+    if properties.get(TXN_ID) != txn_id:
+        return False
+    if up_to_try is None:
+        return True
+    found = marker_try(properties)
+    return found is not None and found <= up_to_try
+
+
+def superseded_by_value(txn_id: str, try_number: int) -> str:
+    return f"{txn_id}:{try_number}"
+
+
+@dataclass(frozen=True)
+class MarkerFile:
+    """The ownership marker written into every directory this provider creates, before any data.
+
+    ``published_at`` is added once the directory became a target's data, so garbage collection can
+    tell a superseded published version from staging that never got published.
+    """
+
+    txn_id: str
+    try_number: int
+    target: str
+    created_at: str
+    task: dict[str, object] = field(default_factory=dict)
+    """dag_id, task_id, run_id and map_index of the task instance, so GC can ask Airflow about it."""
+    published_at: str | None = None
+
+    def to_json(self) -> str:
+        return json.dumps(asdict(self), sort_keys=True)
+
+    @classmethod
+    def parse(cls, content: str | None) -> MarkerFile | None:
+        """The marker in ``content``, or None when it is missing or not one of ours."""
+        try:
+            data = json.loads(content or "")
+        except ValueError:
+            return None
+        if not isinstance(data, dict):
+            return None
+        txn_id, try_number, target = data.get("txn_id"), data.get("try_number"), data.get("target")
+        created_at, published_at, task = data.get("created_at"), data.get("published_at"), data.get("task")
+        if not (isinstance(txn_id, str) and isinstance(try_number, int) and isinstance(target, str)):
+            return None
+        return cls(
+            txn_id,
+            try_number,
+            target,
+            created_at if isinstance(created_at, str) else "",
+            task if isinstance(task, dict) else {},
+            published_at if isinstance(published_at, str) else None,
+        )

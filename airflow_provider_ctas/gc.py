@@ -1,0 +1,90 @@
+"""Garbage collection of orphaned staging, from a maintenance DAG or the command line.
+
+    airflow-ctas-gc --database analytics --min-age 24h --dry-run
+    airflow-ctas-gc --database analytics --min-age 24h
+
+The command line protects running transactions by age only (``--min-age`` must exceed your longest
+CTAS task); ``AtomicCtasGcOperator`` also asks Airflow which task instances are still active.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import logging
+import re
+import sys
+from collections.abc import Iterable, Mapping
+from datetime import timedelta
+from typing import Any
+
+from airflow_provider_ctas.core.errors import InvalidInputError
+from airflow_provider_ctas.core.identifiers import validate_name
+from airflow_provider_ctas.runners.spark_submit import SparkSubmitRunner
+from airflow_provider_ctas.spark.protocol import GC_PHASES, PhaseRequest
+
+_DURATION = re.compile(r"(\d+(?:\.\d+)?)([smhd]?)")
+_UNITS = {"": 1, "s": 1, "m": 60, "h": 3600, "d": 86400}
+
+
+def parse_duration(text: str) -> timedelta:
+    match = _DURATION.fullmatch(text.strip())
+    if not match:
+        raise InvalidInputError(f"duration {text!r} is not like 90s, 30m, 24h or 7d")
+    return timedelta(seconds=float(match.group(1)) * _UNITS[match.group(2)])
+
+
+def collect_garbage(
+    *,
+    databases: Iterable[str],
+    conn_id: str = "spark_default",
+    min_age: timedelta = timedelta(hours=24),
+    dry_run: bool = True,
+    protect: Iterable[str] = (),
+    conf: Mapping[str, Any] | None = None,
+    submit_options: Mapping[str, Any] | None = None,
+) -> dict[str, Any]:
+    """Run one GC pass in Spark and return its report (see ``SessionCatalogGc``)."""
+    names = [validate_name(db, "database") for db in databases]
+    if not names:
+        raise InvalidInputError("name at least one database to collect garbage in")
+    request = PhaseRequest(
+        phases=GC_PHASES,
+        table={},
+        gc={
+            "databases": names,
+            "min_age_seconds": min_age.total_seconds(),
+            "dry_run": dry_run,
+            "protect": sorted(protect),
+        },
+    )
+    runner = SparkSubmitRunner(conn_id=conn_id, conf=conf, submit_options=submit_options)
+    result = runner.run(request, name=f"airflow-ctas gc {','.join(names)}{' (dry run)' if dry_run else ''}")
+    if not result.ok:
+        raise RuntimeError(f"garbage collection failed: {result.error}")
+    return result.details
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--database", action="append", required=True, help="repeat for several databases")
+    parser.add_argument("--conn-id", default="spark_default", help="Airflow Spark connection")
+    parser.add_argument("--min-age", default="24h", type=parse_duration, help="keep anything younger (24h)")
+    parser.add_argument("--dry-run", action="store_true", help="only list what would be removed")
+    parser.add_argument("--json", action="store_true", help="print the whole report as one line of JSON")
+    parser.add_argument("--verbose", action="store_true", help="show spark-submit's output")
+    args = parser.parse_args(argv)
+    if not args.verbose:
+        logging.getLogger("airflow.task.hooks").setLevel(logging.WARNING)
+    report = collect_garbage(databases=args.database, conn_id=args.conn_id, min_age=args.min_age, dry_run=args.dry_run)
+    if args.json:
+        print(json.dumps(report))
+    else:
+        for entry in report["entries"]:
+            print(f"{entry['action']:>20}  {entry['what']}  ({entry['why']})")
+        print(f"summary: {report['summary'] or 'nothing found'}")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

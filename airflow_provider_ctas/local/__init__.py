@@ -1,0 +1,1 @@
+"""Helpers to run a realistic local stack (metastore service, Spark conf) for trying and testing the provider."""

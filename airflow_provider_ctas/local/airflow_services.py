@@ -1,0 +1,126 @@
+"""Airflow's own services for a realistic local run: a PostgreSQL metadata database, the API server,
+the scheduler with LocalExecutor and the DAG processor, so DAG runs and backfills really execute in
+parallel (SQLite, the quickstart's database, allows one writer and the SequentialExecutor only).
+
+    python -m airflow_provider_ctas.local.airflow_services start --root .ctas-local/airflow-pg \\
+        --dags-folder example_dags --database ctas_airflow
+    python -m airflow_provider_ctas.local.airflow_services stop --root .ctas-local/airflow-pg
+
+Services inherit this process's environment (SPARK_CONF_DIR, AIRFLOW_CONN_* ...).
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import secrets
+import subprocess
+import sys
+from collections.abc import Mapping
+from pathlib import Path
+
+from airflow_provider_ctas.local.metastore import free_port, stop_pid_file, wait_for_port
+
+SERVICES = ("api-server", "scheduler", "dag-processor")
+
+
+def create_postgres_database(name: str, host: str = "127.0.0.1", port: int = 5432, user: str = "postgres") -> str:
+    """Create (if missing) a PostgreSQL database and return its SQLAlchemy URL."""
+    import psycopg2
+    from psycopg2 import sql
+
+    connection = psycopg2.connect(host=host, port=port, dbname="postgres", user=user)
+    connection.autocommit = True
+    with connection.cursor() as cursor:
+        cursor.execute("SELECT 1 FROM pg_database WHERE datname = %s", (name,))
+        if cursor.fetchone() is None:
+            cursor.execute(sql.SQL("CREATE DATABASE {}").format(sql.Identifier(name)))
+    connection.close()
+    return f"postgresql+psycopg2://{user}@{host}:{port}/{name}"
+
+
+class AirflowServices:
+    def __init__(
+        self, root: Path, sql_alchemy_conn: str, dags_folder: Path, extra_env: Mapping[str, str] | None = None
+    ) -> None:
+        self.root = root.resolve()
+        self.sql_alchemy_conn = sql_alchemy_conn
+        self.dags_folder = dags_folder.resolve()
+        self.extra_env = dict(extra_env or {})
+        settings = self.root / "services.json"
+        saved = json.loads(settings.read_text()) if settings.exists() else {}
+        self.api_port = int(saved.get("api_port") or free_port())
+        self.secret = str(saved.get("secret") or secrets.token_hex(16))
+
+    def env(self) -> dict[str, str]:
+        return {
+            **os.environ,
+            "AIRFLOW_HOME": str(self.root),
+            "AIRFLOW__DATABASE__SQL_ALCHEMY_CONN": self.sql_alchemy_conn,
+            "AIRFLOW__CORE__EXECUTOR": "LocalExecutor",
+            "AIRFLOW__CORE__DAGS_FOLDER": str(self.dags_folder),
+            "AIRFLOW__CORE__LOAD_EXAMPLES": "False",
+            "AIRFLOW__CORE__EXECUTION_API_SERVER_URL": f"http://127.0.0.1:{self.api_port}/execution/",
+            "AIRFLOW__API__HOST": "127.0.0.1",
+            "AIRFLOW__API__PORT": str(self.api_port),
+            "AIRFLOW__API__WORKERS": "1",
+            "AIRFLOW__API__SECRET_KEY": self.secret,
+            "AIRFLOW__API_AUTH__JWT_SECRET": self.secret,
+            "AIRFLOW__DAG_PROCESSOR__REFRESH_INTERVAL": "5",
+            "AIRFLOW__SCHEDULER__SCHEDULER_HEARTBEAT_SEC": "2",
+            **self.extra_env,
+        }
+
+    def airflow(self, *args: str, timeout: float = 600) -> subprocess.CompletedProcess[str]:
+        """Run an ``airflow`` CLI command against these services' database."""
+        return subprocess.run(
+            [sys.executable, "-m", "airflow", *args],
+            env=self.env(),
+            capture_output=True,
+            text=True,
+            timeout=timeout,
+            check=True,
+        )
+
+    def start(self, timeout: float = 180) -> AirflowServices:
+        self.root.mkdir(parents=True, exist_ok=True)
+        (self.root / "services.json").write_text(json.dumps({"api_port": self.api_port, "secret": self.secret}))
+        self.airflow("db", "migrate")
+        for service in SERVICES:
+            log = open(self.root / f"{service}.log", "ab")  # noqa: SIM115 - handed to the child process
+            process = subprocess.Popen(
+                [sys.executable, "-m", "airflow", service],
+                env=self.env(),
+                stdout=log,
+                stderr=subprocess.STDOUT,
+                start_new_session=True,
+                cwd=self.root,
+            )
+            (self.root / f"{service}.pid").write_text(str(process.pid))
+            if service == "api-server":
+                wait_for_port(self.api_port, timeout, process)
+        return self
+
+    def stop(self) -> None:
+        for service in reversed(SERVICES):
+            stop_pid_file(self.root / f"{service}.pid", grace=20)
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("action", choices=["start", "stop"])
+    parser.add_argument("--root", type=Path, default=Path(".ctas-local/airflow-pg"))
+    parser.add_argument("--dags-folder", type=Path, default=Path("example_dags"))
+    parser.add_argument("--database", default="ctas_airflow", help="PostgreSQL database on 127.0.0.1:5432")
+    args = parser.parse_args(argv)
+    if args.action == "stop":
+        AirflowServices(args.root, "", args.dags_folder).stop()
+        return 0
+    services = AirflowServices(args.root, create_postgres_database(args.database), args.dags_folder).start()
+    print(f"Airflow API server on http://127.0.0.1:{services.api_port}; AIRFLOW_HOME={services.root}")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

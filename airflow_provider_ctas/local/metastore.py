@@ -1,0 +1,190 @@
+"""A Hive Metastore thrift service run from pyspark's own jars, for a realistic local setup.
+
+Spark's embedded Derby metastore admits one JVM at a time, so anything concurrent (a reader
+polling while a task writes, parallel backfill runs) needs a shared metastore service. This runs
+``org.apache.hadoop.hive.metastore.HiveMetaStore`` from the Hive 2.3 jars inside the pyspark
+wheel, bound to 127.0.0.1, backed by an embedded Derby database under ``root``.
+
+    python -m airflow_provider_ctas.local.metastore start --root .ctas-local/hms --port 9083
+    python -m airflow_provider_ctas.local.metastore stop --root .ctas-local/hms
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import signal
+import socket
+import subprocess
+import sys
+import time
+from pathlib import Path
+from xml.sax.saxutils import escape
+
+
+def spark_home() -> Path:
+    import pyspark
+
+    return Path(pyspark.__file__).parent
+
+
+def free_port() -> int:
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        return int(sock.getsockname()[1])
+
+
+def wait_for_port(port: int, timeout: float, process: subprocess.Popen[bytes] | None = None) -> None:
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        if process is not None and process.poll() is not None:
+            raise RuntimeError(f"process exited with {process.returncode} before listening on {port}")
+        with socket.socket() as sock:
+            if sock.connect_ex(("127.0.0.1", port)) == 0:
+                return
+        time.sleep(0.2)
+    raise TimeoutError(f"nothing listens on 127.0.0.1:{port} after {timeout}s")
+
+
+def hive_site(properties: dict[str, str]) -> str:
+    body = "\n".join(
+        f"  <property><name>{escape(k)}</name><value>{escape(v)}</value></property>" for k, v in properties.items()
+    )
+    return f'<?xml version="1.0"?>\n<configuration>\n{body}\n</configuration>\n'
+
+
+def write_spark_conf_dir(directory: Path, conf: dict[str, str]) -> Path:
+    """Write ``spark-defaults.conf``; point SPARK_CONF_DIR at the directory to use it."""
+    directory.mkdir(parents=True, exist_ok=True)
+    lines = [f"{key} {value}" for key, value in sorted(conf.items())]
+    (directory / "spark-defaults.conf").write_text("\n".join(lines) + "\n")
+    return directory
+
+
+def embedded_derby_conf(root: Path) -> dict[str, str]:
+    """Spark conf for the embedded default: project-local warehouse and Derby metastore (one JVM)."""
+    root = root.resolve()
+    return {
+        "spark.sql.catalogImplementation": "hive",
+        "spark.sql.warehouse.dir": (root / "warehouse").as_uri(),
+        "spark.hadoop.javax.jdo.option.ConnectionURL": f"jdbc:derby:;databaseName={root / 'metastore_db'};create=true",
+        "spark.driver.extraJavaOptions": f"-Dderby.system.home={root}",
+    }
+
+
+class HiveMetastore:
+    """One metastore service whose state lives under ``root``."""
+
+    def __init__(self, root: Path, port: int | None = None) -> None:
+        self.root = root.resolve()
+        self.port = port or free_port()
+        self.warehouse = self.root / "warehouse"
+
+    @property
+    def uri(self) -> str:
+        return f"thrift://127.0.0.1:{self.port}"
+
+    @property
+    def pid_file(self) -> Path:
+        return self.root / "metastore.pid"
+
+    def spark_conf(self) -> dict[str, str]:
+        return {
+            "spark.sql.catalogImplementation": "hive",
+            "spark.sql.warehouse.dir": self.warehouse.as_uri(),
+            "spark.hadoop.hive.metastore.uris": self.uri,
+        }
+
+    def _properties(self) -> dict[str, str]:
+        return {
+            "hive.metastore.warehouse.dir": self.warehouse.as_uri(),
+            "hive.metastore.schema.verification": "false",
+            "hive.async.log.enabled": "false",
+            "hive.metastore.event.db.notification.api.auth": "false",
+            "javax.jdo.option.ConnectionURL": f"jdbc:derby:;databaseName={self.root / 'metastore_db'};create=true",
+            "javax.jdo.option.ConnectionDriverName": "org.apache.derby.jdbc.EmbeddedDriver",
+            "datanucleus.schema.autoCreateAll": "true",
+            # The default pool (BoneCP) is not among pyspark's jars; HikariCP is. Without this,
+            # DROP DATABASE fails in the metastore's ACID listener.
+            "datanucleus.connectionPoolingType": "HikariCP",
+        }
+
+    def _command(self) -> list[str]:
+        classpath = os.pathsep.join([str(self.root / "conf"), str(spark_home() / "jars" / "*")])
+        return [
+            "java",
+            "-Xmx512m",
+            f"-Dderby.system.home={self.root}",
+            "-cp",
+            classpath,
+            "org.apache.hadoop.hive.metastore.HiveMetaStore",
+            "-p",
+            str(self.port),
+        ]
+
+    def start(self, timeout: float = 120) -> HiveMetastore:
+        (self.root / "conf").mkdir(parents=True, exist_ok=True)
+        self.warehouse.mkdir(parents=True, exist_ok=True)
+        (self.root / "conf" / "hive-site.xml").write_text(hive_site(self._properties()))
+        log = open(self.root / "metastore.log", "ab")  # noqa: SIM115 - handed to the child process
+        process = subprocess.Popen(
+            self._command(),
+            stdout=log,
+            stderr=subprocess.STDOUT,
+            start_new_session=True,
+            cwd=self.root,
+        )
+        self.pid_file.write_text(str(process.pid))
+        wait_for_port(self.port, timeout, process)
+        return self
+
+    def stop(self) -> None:
+        stop_pid_file(self.pid_file)
+
+
+def stop_pid_file(pid_file: Path, grace: float = 10) -> None:
+    if not pid_file.exists():
+        return
+    pid = int(pid_file.read_text())
+    try:
+        os.killpg(pid, signal.SIGTERM)
+        deadline = time.monotonic() + grace
+        while time.monotonic() < deadline:
+            os.killpg(pid, 0)
+            time.sleep(0.2)
+        os.killpg(pid, signal.SIGKILL)
+    except ProcessLookupError:
+        pass
+    pid_file.unlink(missing_ok=True)
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument(
+        "action",
+        choices=["start", "stop", "embedded"],
+        help="start/stop the service, or only write a Spark conf for Spark's embedded Derby metastore",
+    )
+    parser.add_argument("--root", type=Path, default=Path(".ctas-local/hms"))
+    parser.add_argument("--port", type=int, default=9083)
+    parser.add_argument("--spark-conf-dir", type=Path, help="also write a spark-defaults.conf using it here")
+    args = parser.parse_args(argv)
+    if args.action == "embedded":
+        if not args.spark_conf_dir:
+            parser.error("embedded needs --spark-conf-dir")
+        write_spark_conf_dir(args.spark_conf_dir, embedded_derby_conf(args.root))
+        print(f"Spark conf for the embedded Derby metastore under {args.root.resolve()} in {args.spark_conf_dir}")
+        return 0
+    metastore = HiveMetastore(args.root, args.port)
+    if args.action == "stop":
+        metastore.stop()
+        return 0
+    metastore.start()
+    if args.spark_conf_dir:
+        write_spark_conf_dir(args.spark_conf_dir, metastore.spark_conf())
+    print(f"Hive Metastore listening on {metastore.uri}; warehouse {metastore.warehouse}")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

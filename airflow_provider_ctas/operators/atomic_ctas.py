@@ -1,0 +1,435 @@
+"""``AtomicCtasOperator``: CREATE TABLE AS SELECT on Spark that publishes all or nothing.
+
+The task's lifecycle is the job-status hook of FLIP-218/305, adapted to what Airflow 3.3 really
+does (DESIGN.md section 4):
+
+    on_execute_callback   begin     record try N as the fence in the task state store and XCom
+    execute               run       one spark-submit: catalog begin, prepare (write staging),
+                                    commit (publish); the publish happens before the task reports
+                                    success, and a failed publish fails the task
+    on_success_callback   finalize  idempotent check that the commit is recorded
+    on_failure_callback   abort     remove what the try left (skipped if the driver already did)
+    on_retry_callback     abort
+    on_kill               kill the Spark application, then abort in a detached process
+
+Airflow swallows exceptions from callbacks, so ``execute`` refuses to start Spark work unless
+begin completed for this very try.
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Callable, Mapping, Sequence
+from typing import TYPE_CHECKING, Any, ClassVar
+
+import pendulum
+from airflow.providers.common.compat.openlineage.utils.spark import (
+    inject_parent_job_information_into_spark_properties,
+)
+from airflow.providers.common.compat.sdk import AirflowException, AirflowFailException, BaseOperator
+from airflow.providers.common.compat.sdk import conf as conf_
+
+from airflow_provider_ctas.catalogs import create_two_phase_table, load_two_phase_table
+from airflow_provider_ctas.catalogs.session_catalog.table import validate_format, validate_mode
+from airflow_provider_ctas.core.errors import CtasError, InvalidInputError, error_from_code
+from airflow_provider_ctas.core.identifiers import (
+    validate_columns,
+    validate_table_properties,
+    validate_target,
+)
+from airflow_provider_ctas.core.transaction import (
+    Outcome,
+    TransactionKey,
+    TwoPhaseTable,
+    TxnState,
+)
+from airflow_provider_ctas.operators.lineage import lineage
+from airflow_provider_ctas.runners.spark_submit import (
+    SparkSubmitRunner,
+    faults_from_environment,
+    validate_submit_options,
+)
+from airflow_provider_ctas.spark.protocol import ABORT_PHASES, RUN_PHASES, PhaseRequest, PhaseResult
+
+if TYPE_CHECKING:
+    from airflow.sdk import Context
+
+XCOM_KEY = "ctas_transaction"
+"""XCom key (and task state store key) of the serialized two-phase table."""
+
+Callback = Callable[..., Any]
+
+
+def _callbacks(value: Callback | Sequence[Callback] | None) -> list[Callback]:
+    if value is None:
+        return []
+    if callable(value):
+        return [value]
+    return list(value)
+
+
+def _now() -> str:
+    return pendulum.now("UTC").isoformat()
+
+
+def _is_templated(value: object) -> bool:
+    return isinstance(value, str) and ("{{" in value or "{%" in value)
+
+
+# Airflow runs a shallow copy of the operator (``prepare_for_execution``), so lifecycle callbacks
+# must act on the instance in the context, not on the one they were bound to at DAG parse time.
+def _operator(context: Context) -> AtomicCtasOperator:
+    task = context["task"]
+    if not isinstance(task, AtomicCtasOperator):
+        raise TypeError(f"lifecycle callback ran for {type(task).__name__}, not AtomicCtasOperator")
+    return task
+
+
+def ctas_begin(context: Context) -> None:
+    """on_execute_callback: begin the transaction for this try."""
+    _operator(context)._begin_callback(context)
+
+
+def ctas_finalize(context: Context) -> None:
+    """on_success_callback: confirm the commit (idempotent)."""
+    _operator(context)._finalize_callback(context)
+
+
+def ctas_abort(context: Context) -> None:
+    """on_failure_callback / on_retry_callback: abort what this try left behind."""
+    _operator(context)._abort_callback(context)
+
+
+class AtomicCtasOperator(BaseOperator):
+    """Create (or replace) a table from a Spark SQL query, atomically.
+
+    The target appears only when the task succeeds, complete, in one metastore operation; a
+    failed, killed or crashed try leaves no target and no staging behind (at the latest after
+    the next try or a garbage-collection pass); retries need no manual clean-up.
+
+    :param sql: the SELECT (or WITH/VALUES query) whose result becomes the table; inline or a
+        ``.sql`` file; templated. Trailing semicolons are ignored. It is run as a subquery, so
+        DDL or several statements are rejected.
+    :param target_table: ``database.table`` (or ``spark_catalog.database.table``); templated.
+    :param mode: ``create`` (fail if the table exists and this task did not publish it),
+        ``create_if_not_exists`` (succeed without running if it exists), ``replace``, or
+        ``overwrite_partitions`` (replace the partitions the query produces inside a partitioned
+        table, creating it on first use; each partition switches atomically, others stay).
+    :param partition_by: partition columns; templated.
+    :param table_format: a file format of Spark's session catalog (parquet, orc, ...).
+    :param table_properties: extra table properties; templated.
+    :param allow_swap: let ``replace`` change the table's shape (columns, format, partitioning) by
+        swapping two tables; readers may then find the table missing or empty for a moment between
+        two renames. Without it, such a replace fails before any Spark job runs; a replace that
+        keeps the shape never has that window.
+    :param conn_id: the apache-spark provider's Spark connection (master, deploy mode, ...).
+    :param conf: Spark configuration for the application (templated), e.g. the metastore.
+    :param spark_submit_options: further ``SparkSubmitHook`` arguments (``driver_memory``,
+        ``jars``, ``deploy_mode``, ``properties_file``, ...).
+    :param openlineage_inject_parent_job_info: pass this task as the OpenLineage parent job to
+        Spark's own OpenLineage listener, as ``SparkSubmitOperator`` does (default from
+        ``[openlineage] spark_inject_parent_job_info``).
+    """
+
+    template_fields: Sequence[str] = ("sql", "target_table", "partition_by", "table_properties", "conf")
+    template_ext: Sequence[str] = (".sql",)
+    template_fields_renderers: ClassVar[dict[str, str]] = {"sql": "sql", "table_properties": "json", "conf": "json"}
+    ui_color = "#e4f0e8"
+
+    def __init__(
+        self,
+        *,
+        sql: str,
+        target_table: str,
+        mode: str = "create",
+        partition_by: Sequence[str] | str | None = None,
+        table_format: str = "parquet",
+        table_properties: Mapping[str, Any] | str | None = None,
+        allow_swap: bool = False,
+        conn_id: str = "spark_default",
+        conf: Mapping[str, Any] | None = None,
+        spark_submit_options: Mapping[str, Any] | None = None,
+        openlineage_inject_parent_job_info: bool | None = None,
+        on_execute_callback: Callback | Sequence[Callback] | None = None,
+        on_success_callback: Callback | Sequence[Callback] | None = None,
+        on_failure_callback: Callback | Sequence[Callback] | None = None,
+        on_retry_callback: Callback | Sequence[Callback] | None = None,
+        **kwargs: Any,
+    ) -> None:
+        super().__init__(
+            on_execute_callback=[ctas_begin, *_callbacks(on_execute_callback)],
+            on_success_callback=[ctas_finalize, *_callbacks(on_success_callback)],
+            on_failure_callback=[ctas_abort, *_callbacks(on_failure_callback)],
+            on_retry_callback=[ctas_abort, *_callbacks(on_retry_callback)],
+            **kwargs,
+        )
+        self.sql = sql
+        self.target_table = target_table
+        self.mode = validate_mode(mode).value
+        self.partition_by = (
+            [partition_by] if isinstance(partition_by, str) and not _is_templated(partition_by) else partition_by
+        )
+        self.table_format = validate_format(table_format)
+        self.table_properties = table_properties
+        self.allow_swap = allow_swap
+        self.conn_id = conn_id
+        self.conf = conf
+        self.spark_submit_options = validate_submit_options(spark_submit_options)
+        self.openlineage_inject_parent_job_info = (
+            conf_.getboolean("openlineage", "spark_inject_parent_job_info", fallback=False)
+            if openlineage_inject_parent_job_info is None
+            else openlineage_inject_parent_job_info
+        )
+        # Fail at DAG parse time for what is already known; templated values are checked in begin.
+        if not _is_templated(target_table):
+            validate_target(target_table)
+        if not _is_templated(partition_by):
+            validate_columns(self.partition_by, "partition_by")
+            if self.mode == "overwrite_partitions" and not self.partition_by:
+                raise InvalidInputError("mode 'overwrite_partitions' needs partition_by (the partitions it overwrites)")
+        if not _is_templated(table_properties):
+            validate_table_properties(table_properties)
+        self._txn: TwoPhaseTable | None = None
+        self._begin_error: BaseException | None = None
+        self._runner: SparkSubmitRunner | None = None
+        self._context: Context | None = None
+        self._abort_started = False
+
+    # -- helpers -------------------------------------------------------------------------------
+
+    def _new_runner(self, context: Context | None = None) -> SparkSubmitRunner:
+        conf = dict(self.conf or {})
+        if context is not None and self.openlineage_inject_parent_job_info:
+            conf = inject_parent_job_information_into_spark_properties(conf, context)
+        return SparkSubmitRunner(conn_id=self.conn_id, conf=conf, submit_options=self.spark_submit_options)
+
+    def _table_for(self, context: Context) -> TwoPhaseTable:
+        ti = context["ti"]
+        map_index = -1 if ti.map_index is None else ti.map_index
+        key = TransactionKey(dag_id=ti.dag_id, task_id=ti.task_id, run_id=ti.run_id, map_index=map_index)
+        return create_two_phase_table(
+            key=key,
+            conn_id=self.conn_id,
+            target=self.target_table,
+            mode=self.mode,
+            table_format=self.table_format,
+            partition_by=[self.partition_by] if isinstance(self.partition_by, str) else self.partition_by,
+            table_properties=self.table_properties,  # type: ignore[arg-type]
+            allow_swap=self.allow_swap,
+        )
+
+    def _durable(self, context: Context) -> TwoPhaseTable | None:
+        store = context.get("task_state_store")
+        if store is None:
+            return None
+        stored = store.get(XCOM_KEY)
+        return None if stored is None else load_two_phase_table(stored)
+
+    def _from_xcom(self, context: Context) -> TwoPhaseTable | None:
+        ti = context["ti"]
+        value = ti.xcom_pull(task_ids=ti.task_id, key=XCOM_KEY, map_indexes=ti.map_index)
+        return None if value is None else load_two_phase_table(value)
+
+    def _persist(self, context: Context, table: TwoPhaseTable) -> None:
+        """Durable copy first (the next try needs it), then XCom (for the UI and downstream tasks).
+
+        Either write may be refused where Airflow does not allow it: the state store in
+        ``on_retry_callback`` (the try's task instance id is already retired; measured on 3.3.2)
+        and outside a worker, XCom in the DAG processor. The catalog markers remain the ground
+        truth, so a refused write only costs visibility.
+        """
+        data = table.to_dict()
+        store = context.get("task_state_store")
+        if store is not None:
+            try:
+                current = store.get(XCOM_KEY)
+                newer = current.get("try_number") if isinstance(current, dict) else None
+                if isinstance(newer, int) and newer > table.try_number:
+                    self.log.warning(
+                        "Not recording try %s: try %s of this task has begun since (this try is fenced off)",
+                        table.try_number,
+                        newer,
+                    )
+                    return
+                store.set(XCOM_KEY, data)
+            except Exception as exc:
+                self.log.info("The task state store refused the write here (%s)", exc)
+        try:
+            context["ti"].xcom_push(key=XCOM_KEY, value=data)
+        except Exception as exc:
+            self.log.info("Could not push XCom %s here (%s)", XCOM_KEY, exc)
+
+    @staticmethod
+    def _raise(error: CtasError) -> None:
+        if error.retryable:
+            raise AirflowException(f"[{error.code}] {error}") from error
+        raise AirflowFailException(f"[{error.code}] {error}") from error
+
+    # -- begin ---------------------------------------------------------------------------------
+
+    def _begin_callback(self, context: Context) -> None:
+        started = time.monotonic()
+        self._txn, self._begin_error, self._context = None, None, context
+        try:
+            table = self._table_for(context)
+            prior = self._durable(context)
+            if prior is not None:
+                table.continue_from(prior)
+            table.begin(context["ti"].try_number, _now())
+            self._persist(context, table)
+        except BaseException as exc:
+            self._begin_error = exc
+            self.log.error("begin: failed: %s", exc)
+            raise
+        self._txn = table
+        self.log.info(
+            "begin: ok in %.2fs; transaction %s, try %s, target %s (mode %s)",
+            time.monotonic() - started,
+            table.txn_id,
+            table.try_number,
+            table.target,
+            self.mode,
+        )
+
+    def _begun_table(self, context: Context) -> TwoPhaseTable:
+        table = self._txn
+        if table is None or table.state is not TxnState.BEGUN or table.try_number != context["ti"].try_number:
+            cause = self._begin_error
+            if isinstance(cause, CtasError):
+                self._raise(cause)
+            raise AirflowException(
+                "begin did not complete for this try"
+                + (f" ({type(cause).__name__}: {cause})" if cause else " (on_execute_callback did not run)")
+                + "; refusing to start any Spark work"
+            )
+        return table
+
+    # -- execute -------------------------------------------------------------------------------
+
+    def execute(self, context: Context) -> dict[str, Any]:
+        table = self._begun_table(context)
+        self._context = context
+        self._runner = self._new_runner(context)
+        request = PhaseRequest(phases=RUN_PHASES, table=table.to_dict(), sql=self.sql, faults=faults_from_environment())
+        started = time.monotonic()
+        result = self._runner.run(request, name=f"airflow-ctas {table.target} try {table.try_number}")
+        self._apply(context, table, result)
+        if not result.ok and table.state is not TxnState.COMMITTED:
+            error = result.error or {}
+            self._raise(error_from_code(error.get("code", "SPARK_ERROR"), error.get("message", "")))
+        self.log.info(
+            "run: %s %s in %.2fs (%s rows)",
+            table.outcome,
+            table.target,
+            time.monotonic() - started,
+            table.details.get("row_count", "unknown"),
+        )
+        return self._summary(table)
+
+    def _apply(self, context: Context, table: TwoPhaseTable, result: PhaseResult) -> None:
+        """Turn what the Spark run reported into lifecycle transitions, then persist them."""
+        now = _now()
+        details = {**result.details, "phases": [vars(report) for report in result.phases]}
+        if result.error:
+            details["error"] = result.error
+        if result.reached in ("prepared", "committed") and table.state is TxnState.BEGUN:
+            table.mark_prepared(table.try_number, now)
+        if result.ok:
+            outcome = Outcome(result.outcome) if result.outcome else Outcome.PUBLISHED
+            table.commit(table.try_number, now, outcome, details)
+        elif result.reached == "committed":
+            self.log.warning("The target was published, then the Spark run failed: %s", result.error)
+            table.commit(table.try_number, now, Outcome.PUBLISHED, details)
+        elif result.cleaned_up or result.reached == "aborted":
+            table.abort(table.try_number, now, {**details, "aborted_by": "spark driver"})
+        else:
+            table.details.update(details)
+        self._persist(context, table)
+
+    @staticmethod
+    def _summary(table: TwoPhaseTable) -> dict[str, Any]:
+        return {
+            "target": table.target.qualified,
+            "outcome": table.outcome.value if table.outcome else None,
+            "row_count": table.details.get("row_count"),
+            "txn_id": table.txn_id,
+            "try_number": table.try_number,
+        }
+
+    # -- finalize ------------------------------------------------------------------------------
+
+    def _finalize_callback(self, context: Context) -> None:
+        table = self._txn or self._from_xcom(context)
+        if table is None:
+            self.log.error("finalize: no transaction found for this task instance")
+            return
+        if table.state is not TxnState.COMMITTED:
+            self.log.error("finalize: the task succeeded but transaction is %s: nothing was published", table.state)
+            return
+        if table.finalize(table.try_number, _now()):
+            self._persist(context, table)
+        self.log.info("finalize: ok; %s is published (%s)", table.target, table.outcome)
+
+    # -- abort ---------------------------------------------------------------------------------
+
+    def _abort_callback(self, context: Context) -> None:
+        table = self._txn
+        if table is None:
+            try:
+                table = self._from_xcom(context)
+            except CtasError as exc:
+                self.log.error("abort: the stored transaction state is unusable (%s); deleting nothing", exc)
+                return
+        if table is None:
+            self.log.info("abort: nothing was begun; nothing to abort")
+            return
+        self._abort(context, table, detach=False)
+
+    def _abort(self, context: Context, table: TwoPhaseTable, *, detach: bool) -> None:
+        if table.state in (TxnState.COMMITTED, TxnState.ABORTED):
+            self.log.info("abort: nothing to do, the transaction is %s", table.state)
+            return
+        if self._abort_started:
+            self.log.info("abort: already started by on_kill")
+            return
+        self._abort_started = True
+        started = time.monotonic()
+        result = self._new_runner().run(
+            PhaseRequest(phases=ABORT_PHASES, table=table.to_dict(), faults=faults_from_environment()),
+            name=f"airflow-ctas abort {table.target} try {table.try_number}",
+            detach=detach,
+        )
+        if result.ok:
+            table.abort(table.try_number, _now(), {"aborted_by": "abort run", **result.details})
+            self.log.info("abort: ok in %.2fs", time.monotonic() - started)
+        else:
+            self.log.error("abort: failed (%s); the next try or a GC pass will clean up this transaction", result.error)
+        self._persist(context, table)
+
+    # -- OpenLineage ---------------------------------------------------------------------------
+
+    def _lineage(self, *, complete: bool) -> Any:
+        table = self._txn
+        return lineage(
+            sql=self.sql,
+            target=str(table.target) if table else str(validate_target(self.target_table)),
+            conf=self.conf,
+            details=table.details if table else None,
+            complete=complete,
+        )
+
+    def get_openlineage_facets_on_start(self) -> Any:
+        return self._lineage(complete=False)
+
+    def get_openlineage_facets_on_complete(self, task_instance: Any) -> Any:
+        return self._lineage(complete=True)
+
+    def get_openlineage_facets_on_failure(self, task_instance: Any) -> Any:
+        return self._lineage(complete=False)
+
+    def on_kill(self) -> None:
+        if self._runner is not None:
+            self.log.info("on_kill: killing the Spark application")
+            self._runner.kill()
+        if self._txn is not None and self._context is not None:
+            self._abort(self._context, self._txn, detach=True)

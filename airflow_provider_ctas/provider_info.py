@@ -1,0 +1,32 @@
+"""Provider metadata for Airflow's ``apache_airflow_provider`` entry point."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from airflow_provider_ctas import __version__
+
+
+def get_provider_info() -> dict[str, Any]:
+    return {
+        "package-name": "airflow-provider-ctas",
+        "name": "Atomic CTAS",
+        "description": "Atomic CREATE TABLE AS SELECT on Apache Spark, driven by the task lifecycle.",
+        "versions": [__version__],
+        "integrations": [
+            {
+                "integration-name": "Atomic CTAS",
+                "external-doc-url": "https://github.com/airflow-provider-ctas/airflow-provider-ctas",
+                "tags": ["apache"],
+            }
+        ],
+        "operators": [
+            {
+                "integration-name": "Atomic CTAS",
+                "python-modules": [
+                    "airflow_provider_ctas.operators.atomic_ctas",
+                    "airflow_provider_ctas.operators.gc",
+                ],
+            }
+        ],
+    }

@@ -1,0 +1,192 @@
+"""Runs phase requests in Spark through the apache-spark provider's ``SparkSubmitHook``.
+
+The hook builds the spark-submit command line, handles every master and deploy mode, and kills
+the application; this module only prepares what the packaged application needs (a request file,
+the package as a zip for ``--py-files``) and reads the result back.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import json
+import os
+import shutil
+import sys
+import tempfile
+import zipfile
+from collections.abc import Mapping
+from pathlib import Path
+from typing import Any
+
+from airflow.providers.apache.spark.hooks.spark_submit import SparkSubmitHook
+
+import airflow_provider_ctas
+from airflow_provider_ctas.core.errors import InvalidInputError, SparkNotFoundError
+from airflow_provider_ctas.spark.protocol import PhaseRequest, PhaseResult
+
+APPLICATION = str(Path(airflow_provider_ctas.__file__).parent / "spark" / "airflow_ctas_app.py")
+
+# SparkSubmitHook arguments a DAG author may set; the rest (application, its arguments, name,
+# java_class, post-submit shell commands) belong to this provider.
+ALLOWED_SUBMIT_OPTIONS = frozenset(
+    {
+        "files",
+        "py_files",
+        "archives",
+        "driver_class_path",
+        "jars",
+        "packages",
+        "exclude_packages",
+        "repositories",
+        "total_executor_cores",
+        "executor_cores",
+        "executor_memory",
+        "driver_memory",
+        "keytab",
+        "principal",
+        "proxy_user",
+        "num_executors",
+        "status_poll_interval",
+        "env_vars",
+        "verbose",
+        "spark_binary",
+        "properties_file",
+        "yarn_queue",
+        "deploy_mode",
+        "use_krb5ccache",
+    }
+)
+
+# Defaults that keep the task log readable; a user's own conf wins.
+DEFAULT_CONF = {"spark.log.level": "WARN", "spark.ui.showConsoleProgress": "false"}
+
+
+def validate_submit_options(options: Mapping[str, Any] | None) -> dict[str, Any]:
+    options = dict(options or {})
+    unknown = sorted(set(options) - ALLOWED_SUBMIT_OPTIONS)
+    if unknown:
+        raise InvalidInputError(
+            f"spark_submit_options has unsupported keys {unknown}; allowed: {', '.join(sorted(ALLOWED_SUBMIT_OPTIONS))}"
+        )
+    return options
+
+
+def package_zip(directory: str) -> str:
+    """Zip this package for ``--py-files`` so a cluster-mode driver runs the same code as the worker."""
+    root = Path(airflow_provider_ctas.__file__).parent
+    target = os.path.join(directory, "airflow_provider_ctas.zip")
+    with zipfile.ZipFile(target, "w", zipfile.ZIP_DEFLATED) as archive:
+        for path in sorted(root.rglob("*.py")):
+            archive.write(path, Path("airflow_provider_ctas") / path.relative_to(root))
+    return target
+
+
+class SparkSubmitRunner:
+    def __init__(
+        self,
+        *,
+        conn_id: str,
+        conf: Mapping[str, Any] | None,
+        submit_options: Mapping[str, Any] | None,
+    ) -> None:
+        self.conn_id = conn_id
+        self.conf = {str(k): str(v) for k, v in (conf or {}).items()}
+        self.submit_options = validate_submit_options(submit_options)
+        self._hook: SparkSubmitHook | None = None
+
+    def _effective_conf(self) -> dict[str, str]:
+        conf = {**DEFAULT_CONF, **self.conf}
+        master = str(SparkSubmitHook(conn_id=self.conn_id)._connection["master"])
+        if master.startswith("local"):
+            # The driver and its Python workers run here: use this interpreter, which has pyspark.
+            conf.setdefault("spark.pyspark.python", sys.executable)
+            conf.setdefault("spark.pyspark.driver.python", sys.executable)
+        return conf
+
+    def run(self, request: PhaseRequest, *, name: str, detach: bool = False) -> PhaseResult:
+        """Submit the application for ``request``; never raises for a failed Spark run.
+
+        ``detach`` starts spark-submit in its own session so it outlives this process, for an
+        abort started from ``on_kill`` (Airflow SIGKILLs the task's process group 5 s later).
+        """
+        workdir = tempfile.mkdtemp(prefix="airflow-ctas-")
+        try:
+            request_path = os.path.join(workdir, "request.json")
+            result_path = os.path.join(workdir, "result.json")
+            with open(os.open(request_path, os.O_WRONLY | os.O_CREAT, 0o600), "w") as handle:
+                handle.write(dataclasses.replace(request, result_path=result_path).to_json())
+            options = dict(self.submit_options)
+            options["files"] = ",".join(filter(None, [options.get("files"), request_path]))
+            options["py_files"] = ",".join(filter(None, [options.get("py_files"), package_zip(workdir)]))
+            hook = SparkSubmitHook(
+                conf=self._effective_conf(),
+                conn_id=self.conn_id,
+                name=name,
+                application_args=[request_path],
+                **options,
+            )
+            self._hook = hook
+            error = self._submit(hook, detach)
+            return self._read_result(result_path, error)
+        finally:
+            self._hook = None
+            shutil.rmtree(workdir, ignore_errors=True)
+
+    def _submit(self, hook: SparkSubmitHook, detach: bool) -> dict[str, str] | None:
+        try:
+            if detach:
+                hook.submit(APPLICATION, start_new_session=True)
+            else:
+                hook.submit(APPLICATION)
+            if hook._should_track_driver_status:
+                # Standalone cluster mode: spark-submit returns once the driver is launched.
+                try:
+                    hook._start_driver_status_tracking()
+                finally:
+                    hook._run_post_submit_commands()
+                if hook._driver_status != "FINISHED":
+                    return _error(f"Spark driver {hook._driver_id} ended with status {hook._driver_status}")
+        except FileNotFoundError as exc:
+            return {
+                "code": SparkNotFoundError.code,
+                "message": f"{exc.filename or 'spark-submit'} is not on this worker's PATH; put the bin directory "
+                f"of your Spark installation there (for pip-installed pyspark: {sys.prefix}/bin)",
+                "phase": "submit",
+            }
+        except Exception as exc:
+            return _error(str(exc))
+        return None
+
+    @staticmethod
+    def _read_result(path: str, error: dict[str, str] | None) -> PhaseResult:
+        if os.path.exists(path):
+            with open(path) as handle:
+                text = handle.read()
+            try:
+                return PhaseResult.from_json(text)
+            except (ValueError, KeyError, TypeError):
+                pass
+        if error is None:
+            # Cluster mode: the driver could not write here; its exit status is all we know.
+            return PhaseResult(ok=True, reached="unknown", details={"result": "exit status only"})
+        return PhaseResult(ok=False, error=error)
+
+    def kill(self) -> None:
+        hook = self._hook
+        if hook is not None:
+            hook.on_kill()
+
+
+def _error(message: str) -> dict[str, str]:
+    return {"code": "SPARK_ERROR", "message": message[-4000:], "phase": "submit"}
+
+
+def faults_from_environment() -> dict[str, Any]:
+    """Fault injection for this provider's own test suite; unset (and empty) in production."""
+    raw = os.environ.get("AIRFLOW_CTAS_FAULTS")
+    if not raw:
+        return {}
+    value = json.loads(raw)
+    if not isinstance(value, dict):
+        raise InvalidInputError("AIRFLOW_CTAS_FAULTS must be a JSON object")
+    return value

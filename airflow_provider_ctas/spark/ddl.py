@@ -1,0 +1,32 @@
+"""Render a query's schema as column DDL with every name quoted.
+
+PySpark 4.3 has no ``StructType.toDDL``; ``simpleString`` does not quote nested field names, so
+complex types are rendered here and only atomic types use Spark's own spelling.
+"""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING
+
+from airflow_provider_ctas.core.identifiers import quote
+
+if TYPE_CHECKING:
+    from pyspark.sql.types import DataType, StructType
+
+
+def type_ddl(data_type: DataType) -> str:
+    from pyspark.sql.types import ArrayType, MapType, StructType
+
+    if isinstance(data_type, StructType):
+        inner = ", ".join(f"{quote(f.name)}: {type_ddl(f.dataType)}" for f in data_type.fields)
+        return f"STRUCT<{inner}>"
+    if isinstance(data_type, ArrayType):
+        return f"ARRAY<{type_ddl(data_type.elementType)}>"
+    if isinstance(data_type, MapType):
+        return f"MAP<{type_ddl(data_type.keyType)}, {type_ddl(data_type.valueType)}>"
+    return str(data_type.simpleString())
+
+
+def columns_ddl(schema: StructType) -> str:
+    """Column list for CREATE TABLE; nullability is dropped, as Spark's own CTAS does for file tables."""
+    return ", ".join(f"{quote(f.name)} {type_ddl(f.dataType)}" for f in schema.fields)

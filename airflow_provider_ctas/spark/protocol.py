@@ -1,0 +1,111 @@
+"""What the Airflow side sends to the Spark application and what it gets back.
+
+The request travels as a JSON file (shipped with ``--files``), never on a command line: real
+queries exceed argument-length limits and must not pass through any shell. The result comes back
+as a JSON file when the driver shares a filesystem with the worker (local and client mode); in
+cluster mode only the exit status is known and the operator says so.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Mapping
+from dataclasses import asdict, dataclass, field
+from typing import Any, Literal
+
+from airflow_provider_ctas.core.errors import CorruptStateError
+
+PROTOCOL_VERSION = 1
+Phase = Literal["begin", "prepare", "commit", "abort", "gc"]
+RUN_PHASES: tuple[Phase, ...] = ("begin", "prepare", "commit")
+ABORT_PHASES: tuple[Phase, ...] = ("abort",)
+GC_PHASES: tuple[Phase, ...] = ("gc",)
+_ALLOWED_PHASE_LISTS = {RUN_PHASES, ABORT_PHASES, GC_PHASES}
+RESULT_LINE_PREFIX = "AIRFLOW_CTAS_RESULT "
+
+
+@dataclass(frozen=True)
+class PhaseRequest:
+    phases: tuple[Phase, ...]
+    table: dict[str, Any]
+    sql: str | None = None
+    result_path: str | None = None
+    faults: dict[str, Any] = field(default_factory=dict)
+    """Fault injection for this provider's own tests (``AIRFLOW_CTAS_FAULTS``); empty in production."""
+    gc: dict[str, Any] | None = None
+    """Garbage-collection settings, for the ``gc`` phase (which has no transaction)."""
+
+    def to_json(self) -> str:
+        return json.dumps({"protocol": PROTOCOL_VERSION, **asdict(self), "phases": list(self.phases)})
+
+    @classmethod
+    def from_json(cls, text: str) -> PhaseRequest:
+        try:
+            data = json.loads(text)
+        except ValueError as exc:
+            raise CorruptStateError(f"request is not JSON: {exc}") from exc
+        if not isinstance(data, dict) or data.get("protocol") != PROTOCOL_VERSION:
+            raise CorruptStateError(f"request protocol must be {PROTOCOL_VERSION}")
+        expected = {"protocol", "phases", "table", "sql", "result_path", "faults", "gc"}
+        if set(data) != expected:
+            raise CorruptStateError(f"request fields {sorted(data)} != {sorted(expected)}")
+        phases = tuple(data["phases"]) if isinstance(data["phases"], list) else ()
+        if phases not in _ALLOWED_PHASE_LISTS:
+            raise CorruptStateError(f"request phases {data['phases']!r} are not a known phase list")
+        if "prepare" in phases and not isinstance(data["sql"], str):
+            raise CorruptStateError("request for prepare carries no SQL")
+        if not isinstance(data["table"], dict) or not isinstance(data["faults"], dict):
+            raise CorruptStateError("request table and faults must be objects")
+        if (phases == GC_PHASES) != isinstance(data["gc"], dict):
+            raise CorruptStateError("gc settings go with the gc phase, and only with it")
+        return cls(
+            phases=phases,
+            table=data["table"],
+            sql=data["sql"],
+            result_path=data["result_path"],
+            faults=data["faults"],
+            gc=data["gc"],
+        )
+
+
+@dataclass
+class PhaseReport:
+    phase: str
+    status: Literal["ok", "failed", "skipped"]
+    seconds: float
+    touched: list[str] = field(default_factory=list)
+    note: str = ""
+
+
+@dataclass
+class PhaseResult:
+    """Outcome of one Spark application run: how far it got, what it touched, why it stopped."""
+
+    ok: bool = False
+    reached: str = "new"
+    """The last transaction state this run reached: begun, prepared, committed or aborted."""
+    outcome: str | None = None
+    cleaned_up: bool = False
+    """After a failure, this try's staging was removed inside the driver; no abort run is needed."""
+    details: dict[str, Any] = field(default_factory=dict)
+    phases: list[PhaseReport] = field(default_factory=list)
+    error: dict[str, str] | None = None
+
+    def to_json(self) -> str:
+        return json.dumps(asdict(self), sort_keys=True, default=str)
+
+    @classmethod
+    def from_json(cls, text: str) -> PhaseResult:
+        data = json.loads(text)
+        if not isinstance(data, Mapping):
+            raise CorruptStateError("result is not an object")
+        reports = [PhaseReport(**report) for report in data.get("phases", [])]
+        return cls(
+            ok=bool(data["ok"]),
+            reached=str(data["reached"]),
+            outcome=data.get("outcome"),
+            cleaned_up=bool(data.get("cleaned_up", False)),
+            details=dict(data.get("details", {})),
+            phases=reports,
+            error=data.get("error"),
+        )

@@ -1,0 +1,42 @@
+"""Test session setup.
+
+Airflow reads its configuration when first imported, so the environment is fixed here, before any
+test module imports it: a throw-away AIRFLOW_HOME (SQLite), a DAGs folder for generated test DAGs,
+a SPARK_CONF_DIR, and a local Spark connection. Integration fixtures (metastore service, Airflow
+database, reader SparkSession) start lazily, once per session, only when a test asks for them.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import tempfile
+from pathlib import Path
+
+SESSION_ROOT = Path(tempfile.mkdtemp(prefix="ctas-tests-"))
+# Shared by the controller and its xdist workers (they inherit the controller's environment).
+os.environ.setdefault("CTAS_TEST_SHARED", tempfile.mkdtemp(prefix="ctas-tests-shared-"))
+os.environ.update(
+    {
+        "AIRFLOW_HOME": str(SESSION_ROOT / "airflow"),
+        "AIRFLOW__CORE__DAGS_FOLDER": str(SESSION_ROOT / "dags"),
+        "AIRFLOW__CORE__LOAD_EXAMPLES": "False",
+        "AIRFLOW__LOGGING__LOGGING_LEVEL": "INFO",
+        "SPARK_CONF_DIR": str(SESSION_ROOT / "spark-conf"),
+        "AIRFLOW_CONN_SPARK_DEFAULT": json.dumps({"conn_type": "spark", "host": "local[2]"}),
+        # Installed for the lineage tests, which enable it in their own processes.
+        "AIRFLOW__OPENLINEAGE__DISABLED": "True",
+    }
+)
+(SESSION_ROOT / "dags").mkdir(parents=True, exist_ok=True)
+
+pytest_plugins = ["tests.support.fixtures"]
+
+
+def pytest_sessionfinish(session, exitstatus):
+    """On the controller (or a run without workers), write docs/reliability.md from every worker's cells."""
+    if hasattr(session.config, "workerinput"):
+        return
+    from tests.support.reliability import write_report
+
+    write_report(Path(os.environ["CTAS_TEST_SHARED"]))

@@ -1,0 +1,231 @@
+"""Backfills with Airflow's real scheduler: LocalExecutor on PostgreSQL, a Spark standalone cluster
+(client mode) and the shared metastore service, several runs in parallel.
+
+Pass 1 backfills 14 logical dates through two DAGs: one overwrites its date's partition of a
+partitioned table, the other creates one table per date. Pass 2 reprocesses the completed runs of
+the first DAG with new data, with one date made to fail. A reader samples every partition's row
+count the whole time; every observation must be a complete version of that partition.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import threading
+import time
+import uuid
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from airflow_provider_ctas.local.airflow_services import AirflowServices, create_postgres_database
+from airflow_provider_ctas.local.cluster import StandaloneCluster
+from tests.support.catalog import count, fresh, leftovers
+
+pytestmark = [pytest.mark.integration, pytest.mark.slow]
+
+DAYS = 14
+FAIL_DAY = 7
+DAG_SOURCE = """\
+import datetime
+import pendulum
+from airflow.sdk import DAG
+from airflow_provider_ctas.operators import AtomicCtasOperator
+
+PASS = "{{{{ var.value.get('ctas_pass', '1') }}}}"
+SQL = (
+    "SELECT id, '{{{{ ds }}}}' AS ds, " + PASS + " AS pass FROM range(" + PASS + " * 100 + {{{{ logical_date.day }}}})"
+    "{{% if ds == var.value.get('ctas_fail_date', '') %}} WHERE raise_error('injected failure') IS NULL{{% endif %}}"
+)
+SPARK = {{"conn_id": "spark_cluster", "conf": {{"spark.cores.max": "1", "spark.executor.memory": "512m"}}}}
+ARGS = dict(
+    schedule="@daily",
+    start_date=pendulum.datetime(2024, 1, 1, tz="UTC"),
+    end_date=pendulum.datetime(2024, 1, {days}, tz="UTC"),
+    catchup=False,
+    default_args={{"retries": 1, "retry_delay": datetime.timedelta(seconds=2)}},
+)
+
+with DAG("backfill_partitions", max_active_runs=4, **ARGS) as partitions:
+    AtomicCtasOperator(
+        task_id="ctas", target_table="{db}.events", mode="overwrite_partitions", partition_by=["ds"], sql=SQL, **SPARK
+    )
+
+with DAG("backfill_tables", max_active_runs=4, **ARGS) as tables:
+    AtomicCtasOperator(task_id="ctas", target_table="{db}.daily_{{{{ ds_nodash }}}}", mode="create", sql=SQL, **SPARK)
+"""
+
+
+def expected(pass_number: int, day: int) -> int:
+    return pass_number * 100 + day
+
+
+@pytest.fixture(scope="module")
+def realistic(metastore, spark, tmp_path_factory):
+    root = tmp_path_factory.mktemp("realistic")
+    cluster = StandaloneCluster(root / "cluster", cores=2, memory="3g").start()
+    database_url = create_postgres_database(f"ctas_test_{uuid.uuid4().hex[:10]}")
+    dags = root / "dags"
+    dags.mkdir()
+    services = AirflowServices(
+        root / "airflow",
+        database_url,
+        dags,
+        {
+            "AIRFLOW_CONN_SPARK_CLUSTER": json.dumps({"conn_type": "spark", "host": cluster.master_url}),
+            "AIRFLOW__CORE__PARALLELISM": "8",
+        },
+    ).start()
+    yield cluster, services, dags
+    services.stop()
+    cluster.stop()
+
+
+def dag_runs(services: AirflowServices, dag_id: str) -> dict[str, str]:
+    import psycopg2
+
+    url = services.sql_alchemy_conn.replace("postgresql+psycopg2://", "postgresql://")
+    with psycopg2.connect(url) as connection, connection.cursor() as cursor:
+        cursor.execute("SELECT run_id, state FROM dag_run WHERE dag_id = %s", (dag_id,))
+        return {run_id: state for run_id, state in cursor.fetchall()}
+
+
+def wait_for_runs(services: AirflowServices, dag_id: str, expect: int, timeout: float) -> dict[str, str]:
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        runs = dag_runs(services, dag_id)
+        finished = {r: s for r, s in runs.items() if s in ("success", "failed")}
+        if len(runs) >= expect and len(finished) == len(runs):
+            return runs
+        time.sleep(3)
+    raise TimeoutError(f"{dag_id}: runs did not finish in {timeout}s: {dag_runs(services, dag_id)}")
+
+
+class PartitionReader:
+    """Samples every partition's row count from the test's Spark session while backfills run."""
+
+    def __init__(self, spark: Any, table: str) -> None:
+        self.spark, self.table = spark, table
+        self.seen: dict[str, list[int]] = {}
+        self._stop = threading.Event()
+        self._thread = threading.Thread(target=self._run, daemon=True)
+
+    def _run(self) -> None:
+        while not self._stop.is_set():
+            try:
+                rows = fresh(self.spark).sql(f"SELECT ds, count(*) AS n FROM {self.table} GROUP BY ds").collect()
+                for row in rows:
+                    self.seen.setdefault(row["ds"], []).append(int(row["n"]))
+            except Exception as exc:
+                if "TABLE_OR_VIEW_NOT_FOUND" not in str(exc):
+                    self.seen.setdefault("errors", []).append(str(exc)[:200])  # type: ignore[arg-type]
+            time.sleep(1)
+
+    def __enter__(self) -> PartitionReader:
+        self._thread.start()
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self._stop.set()
+        self._thread.join(timeout=60)
+
+
+def test_backfill_then_reprocess_is_atomic_per_partition(realistic, spark, database):
+    _, services, dags = realistic
+    (dags / "backfill.py").write_text(DAG_SOURCE.format(db=database, days=DAYS))
+    services.airflow("dags", "reserialize")
+    for dag_id in ("backfill_partitions", "backfill_tables"):
+        services.airflow("dags", "unpause", dag_id)
+    events = f"{database}.events"
+    started = time.monotonic()
+
+    with PartitionReader(spark, events) as reader:
+        for dag_id in ("backfill_partitions", "backfill_tables"):
+            services.airflow(
+                "backfill", "create", "--dag-id", dag_id, "--from-date", "2024-01-01",
+                "--to-date", f"2024-01-{DAYS}", "--max-active-runs", "4",
+            )  # fmt: skip
+        first = {
+            dag_id: wait_for_runs(services, dag_id, DAYS, 1200) for dag_id in ("backfill_partitions", "backfill_tables")
+        }
+        pass1 = time.monotonic() - started
+        for day in range(1, DAYS + 1):
+            assert count(spark, events, f"ds = '2024-01-{day:02d}'") == expected(1, day)
+            assert count(spark, f"{database}.daily_202401{day:02d}") == expected(1, day)
+
+        services.airflow("variables", "set", "ctas_pass", "2")
+        services.airflow("variables", "set", "ctas_fail_date", f"2024-01-{FAIL_DAY:02d}")
+        reprocess_started = time.monotonic()
+        services.airflow(
+            "backfill", "create", "--dag-id", "backfill_partitions", "--from-date", "2024-01-01",
+            "--to-date", f"2024-01-{DAYS}", "--max-active-runs", "4", "--reprocess-behavior", "completed",
+        )  # fmt: skip
+        time.sleep(10)  # the reprocessed runs go back to queued first
+        second = wait_for_runs(services, "backfill_partitions", DAYS, 1200)
+        pass2 = time.monotonic() - reprocess_started
+
+    assert all(state == "success" for runs in first.values() for state in runs.values()), first
+    failed = sorted(run for run, state in second.items() if state == "failed")
+    assert failed == [f"backfill__2024-01-{FAIL_DAY:02d}T00:00:00+00:00"], second
+    for day in range(1, DAYS + 1):
+        want = expected(1 if day == FAIL_DAY else 2, day)
+        assert count(spark, events, f"ds = '2024-01-{day:02d}'") == want, f"day {day}"
+
+    assert "errors" not in reader.seen, reader.seen.get("errors")
+    for day in range(1, DAYS + 1):
+        seen = reader.seen.get(f"2024-01-{day:02d}", [])
+        allowed = [expected(1, day)] if day == FAIL_DAY else [expected(1, day), expected(2, day)]
+        assert set(seen) <= set(allowed), f"day {day}: a reader saw {sorted(set(seen))}, allowed {allowed}"
+        if day != FAIL_DAY and expected(2, day) in seen:
+            assert expected(1, day) not in seen[seen.index(expected(2, day)) :], f"day {day} went back"
+    assert leftovers(spark, database) == []
+    # Not an assertion: what the note reports.
+    Path(os.environ["CTAS_TEST_SHARED"], "backfill.json").write_text(
+        json.dumps(
+            {
+                "pass1_seconds": round(pass1),
+                "reprocess_seconds": round(pass2),
+                "observations": sum(len(v) for v in reader.seen.values()),
+                "per_partition": {k: sorted(set(v)) for k, v in sorted(reader.seen.items())},
+            }
+        )
+    )
+
+
+def test_on_kill_kills_the_application_on_the_cluster(realistic, spark, database, tmp_path):
+    """SIGTERM the task while its application runs on the standalone cluster (client mode)."""
+    from tests.support.dags import DAGS_FOLDER, make_dag
+    from tests.support.faults import Trial, wait_for_drivers_to_exit
+    from tests.support.processes import find_processes, wait_for_line
+
+    cluster, _, _ = realistic
+    target = f"{database}.on_cluster"
+    slow = "SELECT id, reflect('java.lang.Thread', 'sleep', CAST(100 AS BIGINT)) AS pause FROM range(0, 600, 1, 2)"
+    make_dag("cluster_kill", target_table=target, sql=slow, conn_id="spark_cluster")
+    progress = tmp_path / "progress"
+    env = {"AIRFLOW_CONN_SPARK_CLUSTER": json.dumps({"conn_type": "spark", "host": cluster.master_url})}
+    trial = Trial(
+        DAGS_FOLDER / "cluster_kill.py", "cluster_kill", "kill_run", tmp_path / "try.log",
+        {"progress_file": str(progress), "after_begin": {"sleep": 0}}, env,
+    ).start()  # fmt: skip
+    wait_for_line(progress, "after_begin try=1", timeout=240)
+    name = f"airflow-ctas spark_catalog.{target} try 1"
+    deadline = time.monotonic() + 120
+    while not any(app["name"] == name for app in cluster.state()["activeapps"]):
+        assert time.monotonic() < deadline, "the application never became active on the cluster"
+        time.sleep(0.5)
+    time.sleep(3)  # the write is running on the cluster's executors
+    trial.signal_group(__import__("signal").SIGTERM)
+    assert trial.wait() in ("failed", "up_for_retry")
+    wait_for_drivers_to_exit(target)
+
+    deadline = time.monotonic() + 60
+    while any(app["name"] == name for app in cluster.state()["activeapps"]):
+        assert time.monotonic() < deadline, "on_kill left the application running on the cluster"
+        time.sleep(1)
+    finished = [app for app in cluster.state()["completedapps"] if app["name"] == name]
+    assert finished, "the master did not record the application as finished"
+    assert not find_processes("CoarseGrainedExecutorBackend", finished[0]["id"]), "an executor survived"
+    assert "on_kill: killing the Spark application" in (tmp_path / "try.log").read_text()
+    assert not fresh(spark).catalog.tableExists(target)

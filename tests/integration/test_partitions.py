@@ -1,0 +1,102 @@
+"""overwrite_partitions: each partition a run produces switches atomically; the others stay."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+
+from tests.support.catalog import count, fresh, leftovers, properties
+from tests.support.dags import make_dag, run_dag, xcom_value
+from tests.support.faults import Reader, check_observations
+
+pytestmark = pytest.mark.integration
+
+
+def day_sql(ds: str, rows: int, version: str) -> str:
+    return f"SELECT id, '{version}' AS version, '{ds}' AS ds FROM range({rows})"
+
+
+def partition_locations(spark, target: str) -> dict[str, str]:
+    rows = fresh(spark).sql(f"SHOW PARTITIONS {target}").collect()
+    found = {}
+    for row in rows:
+        ds = row["partition"].split("=", 1)[1]
+        described = fresh(spark).sql(f"DESCRIBE TABLE EXTENDED {target} PARTITION (ds = '{ds}')").collect()
+        found[ds] = next(r["data_type"] for r in described if r["col_name"] == "Location")
+    return found
+
+
+def run(dag_id: str, target: str, sql: str, **kwargs):
+    dag = make_dag(dag_id, target_table=target, mode="overwrite_partitions", partition_by=["ds"], sql=sql, **kwargs)
+    result = run_dag(dag)
+    return result, xcom_value(dag_id, result.run_id, "ctas_transaction")
+
+
+def test_partitions_switch_one_by_one_and_the_rest_stay(stack, spark, database, monkeypatch):
+    target = f"{database}.events"
+    first, txn = run("parts_day1", target, day_sql("2024-01-01", 100, "v1"))
+    assert first.task_state == "success" and txn["details"]["publish"]["mechanism"] == "rename"
+    second, txn = run("parts_day2", target, day_sql("2024-01-02", 50, "v1"))
+    assert second.task_state == "success" and txn["details"]["publish"]["partitions"] == ["ds=2024-01-02"]
+    before = partition_locations(spark, target)
+
+    monkeypatch.setenv("AIRFLOW_CTAS_FAULTS", json.dumps({"after_prepare": {"sleep": 3}}))
+    reader = Reader(spark, target, where="ds = '2024-01-01'").start()
+    again, txn = run("parts_day1_again", target, day_sql("2024-01-01", 130, "v2"), table_properties={"team": "x"})
+    values = reader.stop()
+
+    assert again.task_state == "success"
+    assert check_observations(values, {100, 130}, 130) is None, values
+    assert values.count(100) > 3, "the reader watched the old partition while the job ran"
+    after = partition_locations(spark, target)
+    assert after["2024-01-02"] == before["2024-01-02"], "a partition the run did not produce is untouched"
+    assert after["2024-01-01"] != before["2024-01-01"]
+    assert count(spark, target, "ds = '2024-01-02'") == 50
+    assert {r["version"] for r in fresh(spark).table(target).where("ds = '2024-01-01'").collect()} == {"v2"}
+    assert properties(spark, target)["team"] == "x"
+    from pathlib import Path
+    from urllib.parse import urlparse
+
+    assert not Path(urlparse(before["2024-01-01"]).path).exists(), "superseded data this provider wrote is deleted"
+    assert leftovers(spark, database) == []
+
+
+def test_schema_drift_is_refused_before_any_job(stack, spark, database):
+    target = f"{database}.drift"
+    spark.sql(f"CREATE TABLE {target} (id BIGINT, ds STRING) USING parquet PARTITIONED BY (ds)")
+    spark.sql(f"INSERT INTO {target} VALUES (1, '2024-01-01')")
+    result, txn = run("parts_drift", target, "SELECT id, 'oops' AS extra, '2024-01-01' AS ds FROM range(5)")
+    assert result.task_state == "failed"
+    assert txn["details"]["error"]["code"] == "QUERY_ERROR"
+    assert "schema drift" in txn["details"]["error"]["message"] and "extra" in txn["details"]["error"]["message"]
+    assert txn["details"]["spark_jobs"] == 0
+    assert count(spark, target) == 1
+    assert leftovers(spark, database) == []
+
+
+def test_foreign_partition_data_is_kept_and_a_failed_publish_switches_back(stack, spark, database, monkeypatch):
+    target = f"{database}.foreign_parts"
+    spark.sql(f"CREATE TABLE {target} (id BIGINT, ds STRING) USING parquet PARTITIONED BY (ds)")
+    spark.sql(f"INSERT INTO {target} SELECT id, IF(id < 10, '2024-01-01', '2024-01-02') FROM range(30)")
+    before = partition_locations(spark, target)
+    two_days = "SELECT id, IF(id < 5, '2024-01-01', '2024-01-02') AS ds FROM range(8)"
+
+    monkeypatch.setenv("AIRFLOW_CTAS_FAULTS", json.dumps({"publish_between_partitions": {"raise": "boom"}}))
+    failed, txn = run("parts_fail", target, two_days)
+    assert failed.task_state == "failed" and txn["details"]["error"]["code"] == "PUBLISH_FAILED"
+    assert partition_locations(spark, target) == before, "the partition switched first was switched back"
+    assert count(spark, target) == 30
+    assert leftovers(spark, database) == []
+
+    monkeypatch.delenv("AIRFLOW_CTAS_FAULTS")
+    ok, txn = run("parts_ok", target, two_days)
+    assert ok.task_state == "success"
+    assert count(spark, target) == 8
+    from pathlib import Path
+    from urllib.parse import urlparse
+
+    kept = txn["details"]["superseded_kept"]
+    assert sorted(kept) == sorted(before.values()), "data this provider did not write is not deleted"
+    assert all(Path(urlparse(location).path).exists() for location in kept)
+    assert leftovers(spark, database) == []

@@ -1,0 +1,267 @@
+"""Crash safety beyond single faults: zombie tries, concurrent writers, garbage collection, bad state."""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import subprocess
+import sys
+import threading
+import time
+from pathlib import Path
+
+import pytest
+
+from airflow_provider_ctas.catalogs import create_two_phase_table
+from airflow_provider_ctas.core import markers
+from airflow_provider_ctas.core.transaction import TransactionKey
+from airflow_provider_ctas.runners.spark_submit import SparkSubmitRunner
+from airflow_provider_ctas.spark.protocol import RUN_PHASES, PhaseRequest
+from tests.support.catalog import count, database_dir, fresh, leftovers, location, properties, reserved_tables
+from tests.support.dags import DAGS_FOLDER, make_dag, run_dag, xcom_value
+from tests.support.faults import REPO, Reader, Trial, check_observations, wait_for_drivers_to_exit
+from tests.support.processes import wait_for_line
+
+pytestmark = pytest.mark.integration
+
+TRY_SQL = "SELECT id, {{ ti.try_number }} AS written_by_try FROM range(100)"
+
+
+@pytest.mark.parametrize("mode", ["create", "replace"])
+def test_a_zombie_try_can_never_publish(stack, spark, database, tmp_path, mode):
+    """Try 1's task process dies while its driver keeps running; try 2 runs and publishes; the
+    zombie driver then reaches its publish and must be fenced off."""
+    target = f"{database}.fenced_{mode}"
+    if mode == "replace":
+        spark.sql(f"CREATE TABLE {target} USING parquet AS SELECT id, 0 AS written_by_try FROM range(5)")
+    dag_id = f"zombie_{mode}"
+    make_dag(dag_id, retries=3, target_table=target, mode=mode, sql=TRY_SQL)
+    progress, release = tmp_path / "progress", tmp_path / "release"
+    faults = {"progress_file": str(progress), "after_prepare": {"wait_for": str(release), "only_try": 1}}
+    first = Trial(DAGS_FOLDER / f"{dag_id}.py", dag_id, "zombie_run", tmp_path / "try1.log", faults).start()
+    wait_for_line(progress, "after_prepare try=1", timeout=240)
+    os.kill(first.pid, signal.SIGKILL)  # the task process only: its Spark driver lives on
+    first.wait()
+
+    second = Trial(DAGS_FOLDER / f"{dag_id}.py", dag_id, "zombie_run", tmp_path / "try2.log").start().wait()
+    assert second == "success"
+    release.touch()
+    wait_for_line(progress, "result phases=begin,prepare,commit ok=False FENCED", timeout=120)
+    wait_for_drivers_to_exit(target)
+
+    published = fresh(spark).table(target)
+    assert published.count() == 100
+    assert {row["written_by_try"] for row in published.collect()} == {2}
+    assert properties(spark, target)[markers.TRY_NUMBER] == "2"
+    assert leftovers(spark, database) == []
+
+
+def _writer_table(database: str, target: str, writer: int, mode: str):
+    key = TransactionKey(f"writer_{writer}", "ctas", f"run_{writer}")
+    table = create_two_phase_table(key=key, conn_id="spark_default", target=target, mode=mode, table_format="parquet")
+    table.begin(1, "2024-01-01T00:00:00+00:00")
+    return table
+
+
+@pytest.mark.parametrize("mode", ["create", "replace"])
+def test_concurrent_writers_publish_exactly_one_whole_version(stack, spark, database, tmp_path, mode):
+    """Four transactions (separate Spark drivers, one shared metastore) publish the same target at once."""
+    target = f"{database}.contended_{mode}"
+    if mode == "replace":
+        spark.sql(f"CREATE TABLE {target} USING parquet AS SELECT id, 0 AS writer FROM range(50)")
+    barrier = tmp_path / "go"
+    results: dict[int, object] = {}
+
+    def write(writer: int) -> None:
+        table = _writer_table(database, target, writer, mode)
+        request = PhaseRequest(
+            phases=RUN_PHASES,
+            table=table.to_dict(),
+            sql=f"SELECT id, {writer} AS writer FROM range({100 * writer})",
+            faults={"after_prepare": {"wait_for": str(barrier)}},
+        )
+        runner = SparkSubmitRunner(conn_id="spark_default", conf=None, submit_options=None)
+        results[writer] = runner.run(request, name=f"airflow-ctas concurrent {target} writer {writer}")
+
+    reader = Reader(spark, target).start()
+    threads = [threading.Thread(target=write, args=(w,)) for w in (1, 2, 3, 4)]
+    for thread in threads:
+        thread.start()
+    staged = 0
+    deadline = time.monotonic() + 300
+    while staged < 4 and time.monotonic() < deadline:  # all four staged, then release them together
+        staged = sum(1 for _ in reserved_tables(spark, database))
+        time.sleep(0.5)
+    time.sleep(3)
+    barrier.touch()
+    for thread in threads:
+        thread.join(timeout=300)
+    values = reader.stop()
+
+    winners = [w for w, r in results.items() if r.ok and r.outcome == "published"]  # type: ignore[attr-defined]
+    final = fresh(spark).table(target)
+    writers = {row["writer"] for row in final.select("writer").distinct().collect()}
+    assert len(writers) == 1, f"the table mixes versions: {writers}"
+    (writer,) = writers
+    assert final.count() == 100 * writer, "the surviving version is whole"
+    if mode == "create":
+        assert winners == [writer], f"exactly one creator publishes: {winners}"
+        for loser in set(results) - {writer}:
+            error = results[loser].error  # type: ignore[attr-defined]
+            assert error["code"] == "TARGET_EXISTS"
+            assert f"dag 'writer_{writer}'" in error["message"] and f"run 'run_{writer}'" in error["message"]
+        assert check_observations(values, {"missing", 100 * writer}, 100 * writer) is None
+    else:
+        # Last writer wins; every version a reader saw was whole (a flip per writer, no mix).
+        assert writer in winners and all(r.ok for r in results.values())  # type: ignore[attr-defined]
+        allowed = {50} | {100 * w for w in results}
+        assert set(values) <= allowed, f"a reader saw a partial version: {set(values) - allowed}"
+        # A flip that raced another may leave the version it replaced to garbage collection.
+        _gc_cli("--database", database, "--min-age", "0s")
+    assert leftovers(spark, database) == []
+
+
+def _crash_leaving_staging(dag_id: str, target: str, tmp_path: Path) -> None:
+    """Try 1 dies with its driver after writing staging: no callback, no abort, nothing cleaned."""
+    make_dag(dag_id, retries=3, target_table=target, sql="SELECT id FROM range(10)")
+    progress = tmp_path / f"{dag_id}.progress"
+    faults = {"progress_file": str(progress), "after_prepare": {"sleep": 120, "only_try": 1}}
+    trial = Trial(DAGS_FOLDER / f"{dag_id}.py", dag_id, f"{dag_id}_run", tmp_path / f"{dag_id}.log", faults).start()
+    wait_for_line(progress, "after_prepare try=1", timeout=240)
+    trial.signal_group(signal.SIGKILL)
+    trial.wait()
+
+
+def _gc_cli(*args: str) -> dict:
+    """Run the command-line GC; return its JSON report."""
+    process = subprocess.run(
+        [sys.executable, "-m", "airflow_provider_ctas.gc", *args, "--json"],
+        cwd=REPO,
+        capture_output=True,
+        text=True,
+        timeout=300,
+    )
+    assert process.returncode == 0, process.stdout + process.stderr
+    return json.loads(process.stdout.strip().splitlines()[-1])
+
+
+def _entries(report: dict, action: str) -> dict[str, str]:
+    return {entry["what"]: entry["why"] for entry in report["entries"] if entry["action"] == action}
+
+
+def test_gc_removes_only_marked_old_orphans(stack, spark, database, tmp_path):
+    target = f"{database}.orphaned"
+    _crash_leaving_staging("gc_orphan", target, tmp_path)
+    published = f"{database}.published"
+    assert run_dag(make_dag("gc_live", target_table=published, sql="SELECT 1 AS x")).task_state == "success"
+    root = database_dir(spark, database)
+    # Look-alikes this provider did not create: a table with a reserved name and no markers, a
+    # reserved-name directory with data but no marker file. And an empty reserved directory.
+    spark.sql(f"CREATE TABLE {database}.__ctas_0123456789abcdef_s1 USING parquet AS SELECT 1 AS x")
+    foreign_dir = root / "__ctas_fedcba9876543210_s2"
+    foreign_dir.mkdir()
+    (foreign_dir / "part-0.parquet").write_text("not ours")
+    empty_dir = root / "__ctas_aaaaaaaaaaaaaaaa_s3"
+    empty_dir.mkdir()
+    ours = [name for name in reserved_tables(spark, database) if not name.startswith("__ctas_0123")]
+    assert len(ours) == 1, "the crash left its staging table"
+    staging_dir = root / ours[0]
+    assert staging_dir.exists()
+
+    young = _gc_cli("--database", database, "--min-age", "1h")
+    assert not _entries(young, "removed") and not _entries(young, "would be removed")
+    assert any("younger than min_age" in why for why in _entries(young, "kept").values())
+    assert staging_dir.exists() and empty_dir.exists()
+
+    listing = _gc_cli("--database", database, "--min-age", "0s", "--dry-run")
+    assert f"spark_catalog.{database}.{ours[0]}" in _entries(listing, "would be removed")
+    assert staging_dir.exists(), "a dry run changes nothing"
+
+    report = _gc_cli("--database", database, "--min-age", "0s")
+    removed, kept = _entries(report, "removed"), _entries(report, "kept")
+    assert f"spark_catalog.{database}.{ours[0]}" in removed
+    assert (
+        kept[f"spark_catalog.{database}.__ctas_0123456789abcdef_s1"] == "reserved name without this provider's markers"
+    )
+    assert kept[next(k for k in kept if k.endswith("__ctas_fedcba9876543210_s2"))].startswith(
+        "reserved name but no marker"
+    )
+    assert not staging_dir.exists() and not empty_dir.exists()
+    assert (foreign_dir / "part-0.parquet").read_text() == "not ours"
+    assert fresh(spark).table(f"{database}.__ctas_0123456789abcdef_s1").count() == 1
+    assert count(spark, published) == 1, "a published table is never touched"
+    assert location(spark, published).exists()
+
+
+def test_gc_operator_spares_transactions_airflow_says_are_active(stack, spark, database, tmp_path):
+    from airflow.models.taskinstance import TaskInstance
+    from airflow.utils.session import create_session
+
+    target = f"{database}.still_running"
+    _crash_leaving_staging("gc_active", target, tmp_path)
+    assert len(reserved_tables(spark, database)) == 1
+
+    def set_state(state: str) -> None:
+        with create_session() as session:
+            ti = session.query(TaskInstance).filter_by(dag_id="gc_active", run_id="gc_active_run").one()
+            ti.state = state
+
+    extra = "from airflow_provider_ctas.operators import AtomicCtasGcOperator\n"
+    set_state("running")
+    gc_dag = make_gc_dag("maintenance_gc", database, extra)
+    first = run_dag(gc_dag, task_id="gc")
+    assert first.task_state == "success"
+    assert len(reserved_tables(spark, database)) == 1, "an active task instance's staging stays"
+    report = xcom_value("maintenance_gc", first.run_id, "return_value")
+    assert any(e["why"] == "its task instance is still active in Airflow" for e in report["entries"])
+
+    set_state("failed")
+    second = run_dag(gc_dag, task_id="gc")
+    assert second.task_state == "success"
+    assert reserved_tables(spark, database) == []
+    assert leftovers(spark, database) == []
+
+
+def make_gc_dag(dag_id: str, database: str, extra: str):
+    source = f"""\
+import datetime
+import pendulum
+from airflow.sdk import DAG
+{extra}
+with DAG({dag_id!r}, schedule=None, start_date=pendulum.datetime(2024, 1, 1, tz="UTC"), catchup=False) as dag:
+    AtomicCtasGcOperator(task_id="gc", databases=[{database!r}], min_age=datetime.timedelta(0))
+"""
+    path = DAGS_FOLDER / f"{dag_id}.py"
+    path.write_text(source)
+    import importlib.util
+
+    spec = importlib.util.spec_from_file_location(f"gc_{dag_id}", path)
+    assert spec and spec.loader
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module.dag
+
+
+def test_corrupt_state_fails_closed_and_deletes_nothing(stack, spark, database, tmp_path):
+    from airflow.models.task_state_store import TaskStateStoreModel
+    from airflow.utils.session import create_session
+
+    target = f"{database}.tampered"
+    _crash_leaving_staging("tampered", target, tmp_path)
+    staging = reserved_tables(spark, database)
+    assert len(staging) == 1
+    with create_session() as session:
+        row = session.query(TaskStateStoreModel).filter_by(dag_id="tampered", key="ctas_transaction").one()
+        value = json.loads(row.value)
+        value["kind"] = "os.system"
+        row.value = json.dumps(value)
+
+    state = Trial(DAGS_FOLDER / "tampered.py", "tampered", "tampered_run", tmp_path / "try2.log").start().wait()
+    log = (tmp_path / "try2.log").read_text()
+    assert state == "failed", "corrupt durable state is not retried"
+    assert "unknown kind 'os.system'" in log
+    assert "refusing to start any Spark work" in log or "CORRUPT_STATE" in log
+    assert "Spark-Submit cmd" not in log, "no Spark work for a transaction whose state cannot be trusted"
+    assert reserved_tables(spark, database) == staging, "nothing was deleted"
+    assert not fresh(spark).catalog.tableExists(target)

@@ -1,0 +1,80 @@
+"""What a reader of the catalog and the warehouse sees; used to assert guarantees from outside."""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+from typing import TYPE_CHECKING
+from urllib.parse import urlparse
+
+if TYPE_CHECKING:
+    from pyspark.sql import SparkSession
+
+DEBRIS = ("_temporary", ".spark-staging", ".hive-staging")
+
+
+def fresh(spark: SparkSession) -> SparkSession:
+    """A session with its own catalog cache, so each look sees the metastore as it is now."""
+    return spark.newSession()
+
+
+def table_exists(spark: SparkSession, qualified: str) -> bool:
+    return bool(fresh(spark).catalog.tableExists(qualified))
+
+
+def count(spark: SparkSession, qualified: str, where: str = "") -> int:
+    condition = f" WHERE {where}" if where else ""
+    return int(fresh(spark).sql(f"SELECT count(*) AS n FROM {qualified}{condition}").collect()[0]["n"])
+
+
+def properties(spark: SparkSession, qualified: str) -> dict[str, str]:
+    return {r["key"]: r["value"] for r in fresh(spark).sql(f"SHOW TBLPROPERTIES {qualified}").collect()}
+
+
+def reserved_tables(spark: SparkSession, database: str) -> list[str]:
+    rows = fresh(spark).sql(f"SHOW TABLES IN {database} LIKE '__ctas*'").collect()
+    return [r["tableName"] for r in rows]
+
+
+def database_dir(spark: SparkSession, database: str) -> Path:
+    return Path(urlparse(fresh(spark).catalog.getDatabase(database).locationUri).path)
+
+
+def location(spark: SparkSession, qualified: str) -> Path:
+    rows = fresh(spark).sql(f"DESCRIBE TABLE EXTENDED {qualified}").collect()
+    return Path(urlparse(next(r["data_type"] for r in rows if r["col_name"] == "Location")).path)
+
+
+def live_locations(spark: SparkSession, database: str) -> set[Path]:
+    """Every directory a table of the database reads: table locations and partition locations."""
+    session = fresh(spark)
+    names = [r["tableName"] for r in session.sql(f"SHOW TABLES IN {database}").collect() if not r["isTemporary"]]
+    live = set()
+    for name in names:
+        qualified = f"{database}.{name}"
+        live.add(location(spark, qualified))
+        described = session.sql(f"DESCRIBE TABLE EXTENDED {qualified}").collect()
+        if not any(r["col_name"] == "# Partition Information" for r in described):
+            continue
+        for row in session.sql(f"SHOW PARTITIONS {qualified}").collect():
+            spec = ", ".join(f"{k} = '{v}'" for k, v in (p.split("=", 1) for p in row["partition"].split("/")))
+            rows = session.sql(f"DESCRIBE TABLE EXTENDED {qualified} PARTITION ({spec})").collect()
+            live.add(Path(urlparse(next(r["data_type"] for r in rows if r["col_name"] == "Location")).path))
+    return live
+
+
+def leftovers(spark: SparkSession, database: str) -> list[str]:
+    """Staging tables, staging directories and write debris anywhere under the database.
+
+    A reserved-name directory that a table points at (a replaced table's data) is not a leftover.
+    """
+    found = [f"table {name}" for name in reserved_tables(spark, database)]
+    root = database_dir(spark, database)
+    live = live_locations(spark, database)
+    for dirpath, dirnames, filenames in os.walk(root):
+        for name in dirnames + filenames:
+            path = Path(dirpath, name)
+            feeds_a_table = any(p == path or path in p.parents for p in live)
+            if (name.startswith("__ctas_") and not feeds_a_table) or name.startswith(DEBRIS):
+                found.append(str(path.relative_to(root)))
+    return sorted(found)

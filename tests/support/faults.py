@@ -1,0 +1,154 @@
+"""Fault injection with real processes: a try per subprocess, real signals, a live reader."""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import subprocess
+import sys
+import threading
+import time
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+from tests.support.catalog import count
+from tests.support.processes import find_processes
+
+if TYPE_CHECKING:
+    from pyspark.sql import SparkSession
+
+REPO = Path(__file__).resolve().parents[2]
+
+
+def classify_read_error(exc: Exception) -> str:
+    """Name what a failed read means: no table, files moved under a running scan, or anything else."""
+    text = str(exc)
+    if "TABLE_OR_VIEW_NOT_FOUND" in text:
+        return "missing"
+    if "FILE_NOT_EXIST" in text or "FileNotFoundException" in text:
+        return "files-gone"
+    return "unavailable"
+
+
+class Reader:
+    """Polls a table's row count from the test's own Spark session, recording every observation."""
+
+    def __init__(self, spark: SparkSession, target: str, interval: float = 0.4, where: str = "") -> None:
+        self.spark, self.target, self.interval, self.where = spark, target, interval, where
+        self.seen: list[tuple[float, Any]] = []
+        self._stop = threading.Event()
+        self._thread = threading.Thread(target=self._run, daemon=True)
+
+    def _run(self) -> None:
+        while not self._stop.is_set():
+            try:
+                value: Any = count(self.spark, self.target, self.where)
+            except Exception as exc:
+                value = classify_read_error(exc)
+            self.seen.append((time.monotonic(), value))
+            time.sleep(self.interval)
+
+    def start(self) -> Reader:
+        self._thread.start()
+        return self
+
+    def stop(self) -> list[Any]:
+        time.sleep(0.5)
+        self._stop.set()
+        self._thread.join(timeout=60)
+        return [value for _, value in self.seen]
+
+
+def check_observations(values: list[Any], allowed: set[Any], new: Any) -> str | None:
+    """None when every observation is allowed and the new version, once seen, stays; else why not."""
+    unexpected = sorted({str(v) for v in values} - {str(a) for a in allowed})
+    if unexpected:
+        return f"reader saw {unexpected}"
+    if new in values:
+        first = values.index(new)
+        after = {str(v) for v in values[first:]} - {str(new), "unavailable"}
+        if after:
+            return f"after the new version appeared the reader saw {sorted(after)}"
+    return None
+
+
+def summarize(values: list[Any]) -> str:
+    """Run-length summary of observations, e.g. 'missing x12 -> 400 x30'."""
+    runs: list[list[Any]] = []
+    for value in values:
+        if runs and runs[-1][0] == value:
+            runs[-1][1] += 1
+        else:
+            runs.append([value, 1])
+    return " -> ".join(f"{value} x{n}" for value, n in runs) or "no observation"
+
+
+@dataclass
+class Trial:
+    """One try of a task instance, in its own process group (task process + its spark-submit)."""
+
+    dag_file: Path
+    dag_id: str
+    run_id: str
+    log: Path
+    faults: dict[str, Any] = field(default_factory=dict)
+    env: dict[str, str] = field(default_factory=dict)
+    process: subprocess.Popen[bytes] | None = None
+
+    def start(self) -> Trial:
+        env = dict(os.environ)
+        env.pop("AIRFLOW_CTAS_FAULTS", None)
+        if self.faults:
+            env["AIRFLOW_CTAS_FAULTS"] = json.dumps(self.faults)
+        env.update(self.env)
+        handle = open(self.log, "ab")  # noqa: SIM115 - handed to the child
+        self.process = subprocess.Popen(
+            [sys.executable, "-m", "tests.support.trial", str(self.dag_file), self.dag_id, self.run_id],
+            cwd=REPO,
+            env=env,
+            stdout=handle,
+            stderr=subprocess.STDOUT,
+            start_new_session=True,
+        )
+        return self
+
+    @property
+    def pid(self) -> int:
+        assert self.process is not None
+        return self.process.pid
+
+    def wait(self, timeout: float = 600) -> str:
+        assert self.process is not None
+        try:
+            self.process.wait(timeout=timeout)
+        except subprocess.TimeoutExpired:
+            os.killpg(self.pid, signal.SIGKILL)
+            raise
+        for line in reversed(self.log.read_text(errors="replace").splitlines()):
+            if line.startswith("TRIAL_STATE "):
+                return line.split(" ", 1)[1]
+        return f"killed (exit {self.process.returncode})"
+
+    def signal_group(self, sig: signal.Signals) -> None:
+        os.killpg(self.pid, sig)
+
+
+def wait_for_path(path: Path, timeout: float) -> None:
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        if path.exists():
+            return
+        time.sleep(0.05)
+    raise TimeoutError(f"{path} did not appear within {timeout}s")
+
+
+def wait_for_drivers_to_exit(needle: str, timeout: float = 120) -> None:
+    """Orphaned drivers (their task process was killed) may still run; wait until none does."""
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        if not find_processes("org.apache.spark.deploy.SparkSubmit", needle):
+            return
+        time.sleep(0.5)
+    raise TimeoutError(f"Spark drivers for {needle!r} still run after {timeout}s")

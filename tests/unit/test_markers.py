@@ -1,0 +1,33 @@
+from __future__ import annotations
+
+from airflow_provider_ctas.core import markers
+
+TXN = "0123456789abcdef0123456789abcdef"
+
+
+def test_reserved_names_parse_back():
+    assert markers.parse_reserved_name(markers.staging_name(TXN, 12)) == markers.ReservedName(
+        "0123456789abcdef", "staging", 12
+    )
+    assert markers.parse_reserved_name(markers.backup_name(TXN, 1)).role == "backup"
+    for name in ("orders", "__ctas_0123_s1", "__ctas_0123456789abcdef_x1", "__ctas_0123456789abcdef_s"):
+        assert markers.parse_reserved_name(name) is None
+
+
+def test_ownership_needs_the_exact_transaction_and_try():
+    props = {markers.TXN_ID: TXN, markers.TRY_NUMBER: "2"}
+    assert markers.owned_by(props, TXN)
+    assert markers.owned_by(props, TXN, up_to_try=2)
+    assert not markers.owned_by(props, TXN, up_to_try=1)
+    assert not markers.owned_by(props, TXN[:-1] + "0")
+    assert not markers.owned_by({}, TXN)
+    assert not markers.owned_by({markers.TXN_ID: TXN, markers.TRY_NUMBER: "x"}, TXN, up_to_try=5)
+
+
+def test_marker_file():
+    marker = markers.MarkerFile(TXN, 3, "spark_catalog.db.t", "now")
+    assert markers.MarkerFile.parse(marker.to_json()) == marker
+    published = markers.MarkerFile(TXN, 3, "spark_catalog.db.t", "now", published_at="later")
+    assert markers.MarkerFile.parse(published.to_json()) == published
+    for bad in (None, "", "nope", "[]", '{"txn_id": 1, "try_number": 2}', '{"txn_id": "x", "try_number": 2}'):
+        assert markers.MarkerFile.parse(bad) is None

@@ -1,0 +1,95 @@
+from __future__ import annotations
+
+import json
+
+import pytest
+from pyspark.sql.types import (
+    ArrayType,
+    DecimalType,
+    LongType,
+    MapType,
+    StringType,
+    StructField,
+    StructType,
+    TimestampNTZType,
+)
+
+from airflow_provider_ctas.catalogs.session_catalog.catalog import parse_describe
+from airflow_provider_ctas.catalogs.session_catalog.executor import as_subquery, clean_sql
+from airflow_provider_ctas.core.errors import CorruptStateError, InvalidInputError
+from airflow_provider_ctas.spark.ddl import columns_ddl
+from airflow_provider_ctas.spark.protocol import ABORT_PHASES, RUN_PHASES, PhaseRequest, PhaseResult
+
+
+def test_request_round_trip_and_validation():
+    request = PhaseRequest(phases=RUN_PHASES, table={"kind": "x"}, sql="SELECT 1", result_path="/r", faults={})
+    assert PhaseRequest.from_json(request.to_json()) == request
+    data = json.loads(request.to_json())
+    for change in (
+        {"protocol": 2},
+        {"phases": ["commit"]},
+        {"phases": ["begin", "prepare", "commit", "abort"]},
+        {"sql": None},
+        {"table": "x"},
+        {"extra": 1},
+    ):
+        with pytest.raises(CorruptStateError):
+            PhaseRequest.from_json(json.dumps({**data, **change}))
+    abort = PhaseRequest(phases=ABORT_PHASES, table={}, sql=None)
+    assert PhaseRequest.from_json(abort.to_json()).phases == ("abort",)
+
+
+def test_result_round_trip():
+    result = PhaseResult(ok=True, reached="committed", outcome="published", details={"row_count": 3})
+    assert PhaseResult.from_json(result.to_json()) == result
+
+
+def test_sql_is_wrapped_as_a_subquery():
+    assert clean_sql("SELECT 1;\n ;  ") == "SELECT 1"
+    assert (
+        as_subquery("SELECT 1 -- trailing comment")
+        == "SELECT * FROM (\nSELECT 1 -- trailing comment\n) AS __ctas_source"
+    )
+    with pytest.raises(InvalidInputError, match="empty"):
+        clean_sql(" ;; ")
+
+
+def test_column_ddl_quotes_every_name():
+    schema = StructType(
+        [
+            StructField("id", LongType()),
+            StructField("a`b", StringType()),
+            StructField(
+                "nested",
+                StructType([StructField("x y", DecimalType(10, 2)), StructField("t", TimestampNTZType())]),
+            ),
+            StructField("tags", ArrayType(StructType([StructField("k", StringType())]))),
+            StructField("m", MapType(StringType(), LongType())),
+        ]
+    )
+    assert columns_ddl(schema) == (
+        "`id` bigint, `a``b` string, `nested` STRUCT<`x y`: decimal(10,2), `t`: timestamp_ntz>, "
+        "`tags` ARRAY<STRUCT<`k`: string>>, `m` MAP<string, bigint>"
+    )
+
+
+class _Row(dict):
+    pass
+
+
+def test_parse_describe():
+    rows = [
+        _Row(col_name="a", data_type="bigint"),
+        _Row(col_name="p", data_type="string"),
+        _Row(col_name="# Partition Information", data_type=""),
+        _Row(col_name="# col_name", data_type="data_type"),
+        _Row(col_name="p", data_type="string"),
+        _Row(col_name="", data_type=""),
+        _Row(col_name="# Detailed Table Information", data_type=""),
+        _Row(col_name="Type", data_type="MANAGED"),
+        _Row(col_name="Location", data_type="file:/w/t"),
+    ]
+    columns, partitions, details = parse_describe(rows)  # type: ignore[arg-type]
+    assert columns == [("a", "bigint"), ("p", "string")]
+    assert partitions == ["p"]
+    assert details == {"Type": "MANAGED", "Location": "file:/w/t"}
