@@ -15,29 +15,16 @@ import argparse
 import json
 import os
 import secrets
+import shlex
 import subprocess
 import sys
 from collections.abc import Mapping
 from pathlib import Path
 
 from airflow_provider_ctas.local.metastore import free_port, stop_pid_file, wait_for_port
+from airflow_provider_ctas.local.postgres import create_database
 
 SERVICES = ("api-server", "scheduler", "dag-processor")
-
-
-def create_postgres_database(name: str, host: str = "127.0.0.1", port: int = 5432, user: str = "postgres") -> str:
-    """Create (if missing) a PostgreSQL database and return its SQLAlchemy URL."""
-    import psycopg2
-    from psycopg2 import sql
-
-    connection = psycopg2.connect(host=host, port=port, dbname="postgres", user=user)
-    connection.autocommit = True
-    with connection.cursor() as cursor:
-        cursor.execute("SELECT 1 FROM pg_database WHERE datname = %s", (name,))
-        if cursor.fetchone() is None:
-            cursor.execute(sql.SQL("CREATE DATABASE {}").format(sql.Identifier(name)))
-    connection.close()
-    return f"postgresql+psycopg2://{user}@{host}:{port}/{name}"
 
 
 class AirflowServices:
@@ -54,8 +41,11 @@ class AirflowServices:
         self.secret = str(saved.get("secret") or secrets.token_hex(16))
 
     def env(self) -> dict[str, str]:
+        return {**os.environ, **self.settings()}
+
+    def settings(self) -> dict[str, str]:
+        """What differs from the caller's environment; ``env.sh`` exports it for a user's shell."""
         return {
-            **os.environ,
             "AIRFLOW_HOME": str(self.root),
             "AIRFLOW__DATABASE__SQL_ALCHEMY_CONN": self.sql_alchemy_conn,
             "AIRFLOW__CORE__EXECUTOR": "LocalExecutor",
@@ -86,6 +76,8 @@ class AirflowServices:
     def start(self, timeout: float = 180) -> AirflowServices:
         self.root.mkdir(parents=True, exist_ok=True)
         (self.root / "services.json").write_text(json.dumps({"api_port": self.api_port, "secret": self.secret}))
+        exports = "".join(f"export {key}={shlex.quote(value)}\n" for key, value in self.settings().items())
+        (self.root / "env.sh").write_text(exports)
         self.airflow("db", "migrate")
         for service in SERVICES:
             log = open(self.root / f"{service}.log", "ab")  # noqa: SIM115 - handed to the child process
@@ -117,8 +109,9 @@ def main(argv: list[str] | None = None) -> int:
     if args.action == "stop":
         AirflowServices(args.root, "", args.dags_folder).stop()
         return 0
-    services = AirflowServices(args.root, create_postgres_database(args.database), args.dags_folder).start()
+    services = AirflowServices(args.root, create_database(args.database), args.dags_folder).start()
     print(f"Airflow API server on http://127.0.0.1:{services.api_port}; AIRFLOW_HOME={services.root}")
+    print(f"for the airflow CLI against these services: source {services.root / 'env.sh'}")
     return 0
 
 

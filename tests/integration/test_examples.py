@@ -35,7 +35,12 @@ def test_every_example_parses():
 
     bag = DagBag(dag_folder=str(EXAMPLES))
     assert bag.import_errors == {}
-    assert set(bag.dag_ids) == {"example_atomic_ctas", "example_replace_dimension", "example_maintenance_gc"}
+    assert set(bag.dag_ids) == {
+        "example_atomic_ctas",
+        "example_replace_dimension",
+        "example_partitioned_backfill",
+        "example_maintenance_gc",
+    }
 
 
 def test_daily_snapshot_example(stack, spark):
@@ -57,6 +62,18 @@ def test_replace_dimension_example_twice(stack, spark):
         assert states(run) == {"create_database": "success", "dim_customer": "success"}
         assert properties(spark, "analytics.dim_customer")["refreshed_for"] == f"2024-03-0{day}"
     assert count(spark, "analytics.dim_customer") == 97
+
+
+def test_partitioned_backfill_example(stack, spark):
+    import pendulum
+
+    dag = load_example("example_partitioned_backfill")
+    for day in (1, 2, 1):  # the third run re-processes 2024-03-01: its partition is replaced, not doubled
+        run = dag.test(logical_date=pendulum.datetime(2024, 3, day, tz="UTC"))
+        assert states(run) == {"create_database": "success", "orders_by_day": "success"}
+    assert count(spark, "analytics.orders_by_day", "ds = '2024-03-01'") == 1001
+    assert count(spark, "analytics.orders_by_day", "ds = '2024-03-02'") == 1002
+    assert count(spark, "analytics.orders_by_day") == 2003
 
 
 def test_maintenance_gc_example(stack, spark):

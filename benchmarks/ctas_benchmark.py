@@ -1,0 +1,286 @@
+"""Side-by-side benchmark: plain CTAS vs AtomicCtasOperator vs staging-then-copy, interleaved.
+
+    bash benchmarks/run.sh                      # sizes 1e6 1e7 1e8, 3 repeats: docs/benchmarks.md + .png
+    bash benchmarks/run.sh --sizes 1e6 --repeats 1 --out /tmp/bench.md --plot /tmp/bench.png
+
+Every run is a real one-task DAG run (``dag.test()`` in a fresh Python process) on the embedded
+default (local[2] Spark, embedded Derby metastore, Airflow on SQLite), in the order
+A B C ... A B C ... so that drift in the machine hits every approach alike. Per run it records the
+wall time of the DAG run, the bytes written to the warehouse (files whose mtime falls in the run,
+plus the bytes of staging that the run wrote and deleted), the publish step's time, the peak RSS of
+the Airflow task process, and how many Spark JVMs the task started.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import platform
+import shutil
+import statistics
+import subprocess
+import sys
+import time
+from pathlib import Path
+from typing import Any
+
+import pendulum
+
+REPO = Path(__file__).resolve().parents[1]
+HERE = Path(__file__).resolve().parent
+DATABASE = "bench"
+APPROACHES = {
+    "plain": "(a) SparkSubmitOperator, plain CTAS (not atomic)",
+    "atomic_create": "(b) AtomicCtasOperator, mode=create",
+    "atomic_replace": "(b) AtomicCtasOperator, mode=replace (partitioned: swap)",
+    "atomic_overwrite_partitions": "(b) AtomicCtasOperator, mode=overwrite_partitions",
+    "staging_copy": "(c) staging table, then copy into the target",
+}
+SELECT = """\
+SELECT
+  id AS order_id,
+  id % 100000 AS customer_id,
+  CAST((id * 7919) % 1000000 AS DOUBLE) / 100 AS amount,
+  CAST((id * 31) % 50 AS INT) AS quantity,
+  concat('sku-', CAST(id % 5000 AS STRING)) AS sku,
+  concat('order ', CAST(id AS STRING), ' placed via ', element_at(array('web', 'app', 'store'), CAST(id % 3 AS INT) + 1)) AS note,
+  element_at(array('DE', 'FR', 'US', 'JP', 'BR', 'IN', 'GB', 'ES'), CAST(id % 8 AS INT) + 1) AS country
+FROM range({rows})
+"""  # noqa: E501
+
+
+def environment(root: Path) -> dict[str, str]:
+    return {
+        **os.environ,
+        "PATH": f"{REPO / '.venv' / 'bin'}{os.pathsep}{os.environ['PATH']}",
+        "AIRFLOW_HOME": str(root / "airflow"),
+        "AIRFLOW__CORE__DAGS_FOLDER": str(root / "dags"),
+        "AIRFLOW__CORE__LOAD_EXAMPLES": "False",
+        "AIRFLOW__OPENLINEAGE__DISABLED": "True",
+        "SPARK_CONF_DIR": str(root / "spark-conf"),
+        "AIRFLOW_CONN_SPARK_DEFAULT": json.dumps({"conn_type": "spark", "host": "local[2]"}),
+        "PYTHONPATH": str(REPO),
+    }
+
+
+def prepare(root: Path) -> dict[str, str]:
+    shutil.rmtree(root, ignore_errors=True)
+    (root / "dags").mkdir(parents=True)
+    env = environment(root)
+    python = sys.executable
+    subprocess.run(
+        [python, "-m", "airflow_provider_ctas.local.metastore", "embedded", "--root", str(root),
+         "--spark-conf-dir", str(root / "spark-conf")],
+        env=env, check=True, capture_output=True,
+    )  # fmt: skip
+    subprocess.run([python, "-m", "airflow", "db", "migrate"], env=env, check=True, capture_output=True)
+    return env
+
+
+def reset_tables(env: dict[str, str], prefix: str) -> None:
+    subprocess.run(
+        ["spark-submit", "--master", "local[2]", "--conf", "spark.log.level=WARN",
+         str(HERE / "apps" / "reset_tables.py"), DATABASE, prefix],
+        env=env, check=True, capture_output=True,
+    )  # fmt: skip
+
+
+def written_bytes(warehouse: Path, since_ns: int) -> int:
+    """Bytes of every file under the warehouse modified since the run started (renames keep mtime)."""
+    total = 0
+    for path in warehouse.rglob("*"):
+        if path.is_file():
+            stat = path.stat()
+            if stat.st_mtime_ns >= since_ns:
+                total += stat.st_size
+    return total
+
+
+def run_one(root: Path, env: dict[str, str], approach: str, target: str, sql_file: Path) -> dict[str, Any]:
+    result_file = root / "result.json"
+    result_file.unlink(missing_ok=True)
+    log = root / "logs" / f"{target.split('.')[-1]}__{approach}.log"
+    log.parent.mkdir(exist_ok=True)
+    since = time.time_ns() - 1_000_000  # mtimes have coarser clocks than time_ns
+    with log.open("w") as handle:
+        process = subprocess.run(
+            [sys.executable, str(HERE / "one_run.py"), approach, target, str(sql_file), str(result_file)],
+            env=env, stdout=handle, stderr=subprocess.STDOUT, check=False,
+        )  # fmt: skip
+    if not result_file.exists():
+        raise RuntimeError(f"{approach} {target}: no result (exit {process.returncode}); see {log}")
+    result: dict[str, Any] = json.loads(result_file.read_text())
+    if result["state"] != "success":
+        raise RuntimeError(f"{approach} {target}: task {result['state']}; see {log}")
+    result["bytes"] = written_bytes(root / "warehouse", since) + int(result.pop("deleted_bytes", 0))
+    return result
+
+
+def measure(args: argparse.Namespace) -> dict[str, Any]:
+    root = args.root.resolve()
+    env = prepare(root)
+    runs: list[dict[str, Any]] = []
+    for size in args.sizes:
+        rows = int(float(size))
+        label = f"{rows:.0e}".replace("e+0", "e")
+        sql_file = root / f"select_{label}.sql"
+        sql_file.write_text(SELECT.format(rows=rows))
+        prefix = f"s{rows}_"
+        reset_tables(env, prefix)
+        # Untimed seeds: replace and overwrite_partitions measure replacing an existing version.
+        run_one(root, env, "atomic_create", f"{DATABASE}.{prefix}replaced", sql_file)
+        run_one(root, env, "atomic_overwrite_partitions", f"{DATABASE}.{prefix}events", sql_file)
+        for repeat in range(args.repeats):
+            for approach in args.approaches:
+                target = {
+                    "atomic_replace": f"{DATABASE}.{prefix}replaced",
+                    "atomic_overwrite_partitions": f"{DATABASE}.{prefix}events",
+                }.get(approach, f"{DATABASE}.{prefix}{approach}_{repeat}")
+                result = run_one(root, env, approach, target, sql_file)
+                result.update(size=rows, approach=approach, repeat=repeat)
+                runs.append(result)
+                print(
+                    f"{label:>4} {approach:<28} {result['wall_seconds']:7.1f}s  {result['bytes'] / 1e6:9.1f} MB  "
+                    f"publish {result.get('publish_seconds') or 0:6.3f}s  rss {result['peak_rss_mb']:6.0f} MB",
+                    flush=True,
+                )
+        reset_tables(env, prefix)
+    return {
+        "machine": f"{platform.node()}: {os.cpu_count()} cores, {memory_gib():.0f} GiB, {platform.platform()}",
+        "date": pendulum.now("UTC").to_iso8601_string(),
+        "repeats": args.repeats,
+        "runs": runs,
+    }
+
+
+def memory_gib() -> float:
+    import psutil
+
+    return float(psutil.virtual_memory().total) / 2**30
+
+
+def summarize(data: dict[str, Any]) -> list[dict[str, Any]]:
+    rows = []
+    sizes = sorted({run["size"] for run in data["runs"]})
+    for size in sizes:
+        by_approach = {
+            approach: [run for run in data["runs"] if run["size"] == size and run["approach"] == approach]
+            for approach in APPROACHES
+        }
+        base = by_approach.get("plain") or []
+        base_wall = statistics.median(r["wall_seconds"] for r in base) if base else None
+        base_bytes = statistics.median(r["bytes"] for r in base) if base else None
+        base_rss = statistics.median(r["peak_rss_mb"] for r in base) if base else None
+        for approach, runs in by_approach.items():
+            if not runs:
+                continue
+            wall = statistics.median(r["wall_seconds"] for r in runs)
+            written = statistics.median(r["bytes"] for r in runs)
+            rss = statistics.median(r["peak_rss_mb"] for r in runs)
+            publishes = [r["publish_seconds"] for r in runs if r.get("publish_seconds") is not None]
+            rows.append(
+                {
+                    "size": size,
+                    "approach": approach,
+                    "wall": wall,
+                    "ratio": wall / base_wall if base_wall else None,
+                    "bytes": written,
+                    "bytes_ratio": written / base_bytes if base_bytes else None,
+                    "publish": statistics.median(publishes) if publishes else None,
+                    "rss": rss,
+                    "rss_delta": rss - base_rss if base_rss is not None else None,
+                    "spark_processes": max(r["spark_processes"] for r in runs),
+                    "mechanism": runs[0].get("publish_mechanism") or "",
+                }
+            )
+    return rows
+
+
+def fmt(value: float | None, spec: str) -> str:
+    return "n/a" if value is None else format(value, spec)
+
+
+def write_report(data: dict[str, Any], rows: list[dict[str, Any]], out: Path, plot: Path) -> None:
+    lines = [
+        "# Benchmarks: what atomicity costs",
+        "",
+        "Generated by `bash benchmarks/run.sh` (benchmarks/ctas_benchmark.py); do not edit by hand.",
+        "",
+        f"- Machine: {data['machine']}",
+        f"- Run: {data['date']}, {data['repeats']} repeat(s) per approach and size, interleaved",
+        "- Every run is a one-task DAG run (`dag.test()`) on the embedded default: local[2] Spark via",
+        "  spark-submit, embedded Derby metastore, Airflow on SQLite. Times are medians of the DAG run's",
+        "  wall time. Bytes are read from the warehouse's files (plus staging a run wrote and deleted).",
+        "  RSS is the peak of the Airflow task process (the Spark JVM is its child, not counted).",
+        "",
+        f"![ratio and publish time vs size]({plot.name})",
+        "",
+        "| rows | approach | median wall | vs (a) | bytes written | vs (a) | publish | peak RSS (task) | Δ RSS vs (a) | Spark JVMs |",  # noqa: E501
+        "|---:|---|---:|---:|---:|---:|---:|---:|---:|---:|",
+    ]
+    for row in rows:
+        publish = fmt(row["publish"], ".3f") + " s" if row["publish"] is not None else "n/a"
+        if row["mechanism"]:
+            publish += f" ({row['mechanism']})"
+        lines.append(
+            f"| {row['size']:.0e} | {APPROACHES[row['approach']]} | {row['wall']:.1f} s | {fmt(row['ratio'], '.3f')} | "
+            f"{row['bytes'] / 1e6:.1f} MB | {fmt(row['bytes_ratio'], '.4f')} | {publish} | {row['rss']:.0f} MB | "
+            f"{fmt(row['rss_delta'], '+.0f')} MB | {row['spark_processes']} |"
+        )
+    lines += ["", "Raw runs (seconds, bytes, MB):", "", "```json", json.dumps(data["runs"], indent=1), "```", ""]
+    out.write_text("\n".join(lines))
+    plot_results(rows, plot)
+
+
+def plot_results(rows: list[dict[str, Any]], plot: Path) -> None:
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    figure, (left, right) = plt.subplots(1, 2, figsize=(11, 4.2))
+    for approach, title in APPROACHES.items():
+        mine = [r for r in rows if r["approach"] == approach]
+        if not mine or approach == "plain":
+            continue
+        sizes = [r["size"] for r in mine]
+        left.plot(sizes, [r["ratio"] for r in mine], marker="o", label=title)
+        if any(r["publish"] is not None for r in mine):
+            right.plot(sizes, [r["publish"] or 0 for r in mine], marker="o", label=title)
+    for axis in (left, right):
+        axis.set_xscale("log")
+        axis.set_xlabel("rows")
+        axis.grid(True, alpha=0.3)
+    left.axhline(1.0, color="grey", linewidth=1)
+    left.set_ylabel("median wall time / plain CTAS (a)")
+    left.set_title("Cost relative to a plain CTAS")
+    right.set_ylabel("publish step (s)")
+    right.set_title("Publish time vs data size")
+    left.legend(fontsize=7)
+    figure.tight_layout()
+    figure.savefig(plot, dpi=110)
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--sizes", nargs="+", default=["1e6", "1e7", "1e8"])
+    parser.add_argument("--repeats", type=int, default=3)
+    parser.add_argument("--approaches", nargs="+", choices=list(APPROACHES), default=list(APPROACHES))
+    parser.add_argument("--root", type=Path, default=REPO / ".ctas-local" / "bench")
+    parser.add_argument("--out", type=Path, default=REPO / "docs" / "benchmarks.md")
+    parser.add_argument("--plot", type=Path, default=REPO / "docs" / "benchmarks.png")
+    parser.add_argument("--from-json", type=Path, help="re-render the report from a saved run")
+    args = parser.parse_args(argv)
+    if args.from_json:
+        data = json.loads(args.from_json.read_text())
+    else:
+        data = measure(args)
+        (args.root / "runs.json").write_text(json.dumps(data))
+    write_report(data, summarize(data), args.out, args.plot)
+    print(f"wrote {args.out} and {args.plot}")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,119 @@
+"""One measured run: a one-task DAG run with ``dag.test()`` in this process, as the task process.
+
+    python benchmarks/one_run.py <approach> <target> <sql file> <result json>
+
+``dag.test()`` runs the task in this very process, so this process's peak RSS is the Airflow task
+process's. A thread records every Spark JVM the task starts (spark-submit's ``SparkSubmit``).
+Environment (AIRFLOW_HOME, SPARK_CONF_DIR, the spark connection) comes from ctas_benchmark.py.
+"""
+
+from __future__ import annotations
+
+import importlib.util
+import json
+import os
+import resource
+import sys
+import threading
+import time
+from pathlib import Path
+from typing import Any
+
+import psutil
+
+APPS = Path(__file__).resolve().parent / "apps"
+CONF = {"spark.log.level": "WARN", "spark.ui.showConsoleProgress": "false"}
+DAG = """\
+import json
+import pendulum
+from airflow.sdk import DAG
+from airflow.providers.apache.spark.operators.spark_submit import SparkSubmitOperator
+from airflow_provider_ctas.operators import AtomicCtasOperator
+
+with DAG({dag_id!r}, schedule=None, start_date=pendulum.datetime(2024, 1, 1, tz="UTC"), catchup=False) as dag:
+    {operator}
+"""
+
+
+def operator_source(approach: str, target: str, sql_file: str, result_file: str) -> str:
+    conf = {**CONF, "spark.pyspark.python": sys.executable, "spark.pyspark.driver.python": sys.executable}
+    if approach == "plain":
+        args = [target, "country", sql_file]
+        return f"SparkSubmitOperator(task_id='ctas', application={str(APPS / 'plain_ctas.py')!r}, application_args={args!r}, conf={conf!r})"  # noqa: E501
+    if approach == "staging_copy":
+        args = [target, "country", sql_file, result_file]
+        return f"SparkSubmitOperator(task_id='ctas', application={str(APPS / 'staging_copy.py')!r}, application_args={args!r}, conf={conf!r})"  # noqa: E501
+    mode = approach.removeprefix("atomic_")
+    sql = Path(sql_file).read_text()
+    return (
+        f"AtomicCtasOperator(task_id='ctas', target_table={target!r}, sql={sql!r}, mode={mode!r}, "
+        f"partition_by=['country'], allow_swap={mode == 'replace'})"
+    )
+
+
+class SparkProcesses(threading.Thread):
+    """Counts the Spark JVMs (spark-submit drivers) started under this process."""
+
+    def __init__(self) -> None:
+        super().__init__(daemon=True)
+        self.pids: set[int] = set()
+        self.stop = threading.Event()
+
+    def run(self) -> None:
+        me = psutil.Process()
+        while not self.stop.is_set():
+            for child in me.children(recursive=True):
+                try:
+                    if "org.apache.spark.deploy.SparkSubmit" in child.cmdline():
+                        self.pids.add(child.pid)
+                except psutil.Error:
+                    pass
+            time.sleep(0.2)
+
+
+def main() -> int:
+    approach, target, sql_file, result_file = sys.argv[1:5]
+    dag_id = f"bench_{approach}"
+    path = Path(os.environ["AIRFLOW__CORE__DAGS_FOLDER"], f"{dag_id}.py")
+    path.write_text(DAG.format(dag_id=dag_id, operator=operator_source(approach, target, sql_file, result_file)))
+    spec = importlib.util.spec_from_file_location(dag_id, path)
+    assert spec and spec.loader
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+
+    watcher = SparkProcesses()
+    watcher.start()
+    started = time.monotonic()
+    dag_run = module.dag.test()
+    wall = time.monotonic() - started
+    watcher.stop.set()
+    ti = next(t for t in dag_run.get_task_instances() if t.task_id == "ctas")
+    result: dict[str, Any] = {
+        "state": str(ti.state),
+        "wall_seconds": wall,
+        "task_seconds": (ti.end_date - ti.start_date).total_seconds(),
+        "peak_rss_mb": resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024,
+        "spark_processes": len(watcher.pids),
+    }
+    if approach.startswith("atomic_"):
+        from airflow.models.xcom import XComModel
+        from airflow.utils.session import create_session
+
+        from airflow_provider_ctas.operators import XCOM_KEY
+
+        with create_session() as session:
+            row = session.scalars(XComModel.get_many(run_id=dag_run.run_id, key=XCOM_KEY, dag_ids=dag_id)).first()
+            txn = XComModel.deserialize_value(row) if row is not None else {}
+        publish = txn.get("details", {}).get("publish", {})
+        result["publish_seconds"] = publish.get("seconds")
+        result["publish_mechanism"] = publish.get("mechanism")
+    elif approach == "staging_copy" and Path(result_file).exists():
+        copied = json.loads(Path(result_file).read_text())
+        result["publish_seconds"] = copied["copy_seconds"]
+        result["deleted_bytes"] = copied["staging_bytes"]
+    Path(result_file).write_text(json.dumps(result))
+    return 0 if result["state"] == "success" else 1
+
+
+if __name__ == "__main__":
+    sys.exit(main())

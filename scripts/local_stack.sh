@@ -1,0 +1,43 @@
+#!/usr/bin/env bash
+# A realistic local stack, the one the backfill tests use: a Hive Metastore service (Derby, from
+# pyspark's jars), a Spark standalone master and worker, and Airflow's API server, scheduler
+# (LocalExecutor) and DAG processor on a PostgreSQL database. All bound to 127.0.0.1, all state under
+# .ctas-local/stack/.
+#
+#   bash scripts/local_stack.sh start     # then: source .ctas-local/stack/airflow/env.sh
+#   bash scripts/local_stack.sh stop
+set -euo pipefail
+cd "$(dirname "$0")/.."
+ROOT="$PWD/.ctas-local/stack"
+DATABASE="${CTAS_STACK_DATABASE:-ctas_airflow}"
+
+case "${1:-}" in
+  start)
+    bash scripts/setup.sh
+    export PATH="$PWD/.venv/bin:$PATH"
+    python -m airflow_provider_ctas.local.metastore start --root "$ROOT/hms" --port 9083 \
+      --spark-conf-dir "$ROOT/spark-conf"
+    # Worker cores are scheduling slots: more than the machine has lets parallel runs share it.
+    python -m airflow_provider_ctas.local.cluster start --root "$ROOT/cluster" --port 7077 --cores 8 --memory 6g
+    export SPARK_CONF_DIR="$ROOT/spark-conf"
+    export AIRFLOW_CONN_SPARK_DEFAULT='{"conn_type": "spark", "host": "spark://127.0.0.1:7077"}'
+    python -m airflow_provider_ctas.local.airflow_services start --root "$ROOT/airflow" \
+      --dags-folder "$PWD/example_dags" --database "$DATABASE"
+    {
+      echo "export PATH=$PWD/.venv/bin:\$PATH"
+      echo "export SPARK_CONF_DIR=$SPARK_CONF_DIR"
+      echo "export AIRFLOW_CONN_SPARK_DEFAULT='$AIRFLOW_CONN_SPARK_DEFAULT'"
+    } >>"$ROOT/airflow/env.sh"
+    echo "stack up; for the airflow CLI: source $ROOT/airflow/env.sh"
+    ;;
+  stop)
+    export PATH="$PWD/.venv/bin:$PATH"
+    python -m airflow_provider_ctas.local.airflow_services stop --root "$ROOT/airflow"
+    python -m airflow_provider_ctas.local.cluster stop --root "$ROOT/cluster"
+    python -m airflow_provider_ctas.local.metastore stop --root "$ROOT/hms"
+    ;;
+  *)
+    echo "usage: $0 start|stop" >&2
+    exit 2
+    ;;
+esac
