@@ -120,10 +120,16 @@ def run_one(root: Path, env: dict[str, str], approach: str, target: str, sql_fil
 def measure(args: argparse.Namespace) -> dict[str, Any]:
     root = args.root.resolve()
     env = prepare(root)
-    runs: list[dict[str, Any]] = []
+    data: dict[str, Any] = {
+        "machine": f"{platform.node()}: {os.cpu_count()} cores, {memory_gib():.0f} GiB, {platform.platform()}",
+        "date": pendulum.now("UTC").to_iso8601_string(),
+        "repeats": args.repeats,
+        "runs": [],
+    }
+    runs: list[dict[str, Any]] = data["runs"]
     for size in args.sizes:
         rows = int(float(size))
-        label = f"{rows:.0e}".replace("e+0", "e")
+        label = size_label(rows)
         sql_file = root / f"select_{label}.sql"
         sql_file.write_text(SELECT.format(rows=rows))
         prefix = f"s{rows}_"
@@ -140,18 +146,18 @@ def measure(args: argparse.Namespace) -> dict[str, Any]:
                 result = run_one(root, env, approach, target, sql_file)
                 result.update(size=rows, approach=approach, repeat=repeat)
                 runs.append(result)
+                (root / "runs.json").write_text(json.dumps(data))  # render a cut-short run with --from-json
                 print(
                     f"{label:>4} {approach:<28} {result['wall_seconds']:7.1f}s  {result['bytes'] / 1e6:9.1f} MB  "
                     f"publish {result.get('publish_seconds') or 0:6.3f}s  rss {result['peak_rss_mb']:6.0f} MB",
                     flush=True,
                 )
         reset_tables(env, prefix)
-    return {
-        "machine": f"{platform.node()}: {os.cpu_count()} cores, {memory_gib():.0f} GiB, {platform.platform()}",
-        "date": pendulum.now("UTC").to_iso8601_string(),
-        "repeats": args.repeats,
-        "runs": runs,
-    }
+    return data
+
+
+def size_label(rows: int) -> str:
+    return f"{rows:.0e}".replace("e+0", "e").replace("e+", "e")
 
 
 def memory_gib() -> float:
@@ -224,7 +230,8 @@ def write_report(data: dict[str, Any], rows: list[dict[str, Any]], out: Path, pl
         if row["mechanism"]:
             publish += f" ({row['mechanism']})"
         lines.append(
-            f"| {row['size']:.0e} | {APPROACHES[row['approach']]} | {row['wall']:.1f} s | {fmt(row['ratio'], '.3f')} | "
+            f"| {size_label(row['size'])} | {APPROACHES[row['approach']]} | {row['wall']:.1f} s | "
+            f"{fmt(row['ratio'], '.3f')} | "
             f"{row['bytes'] / 1e6:.1f} MB | {fmt(row['bytes_ratio'], '.4f')} | {publish} | {row['rss']:.0f} MB | "
             f"{fmt(row['rss_delta'], '+.0f')} MB | {row['spark_processes']} |"
         )
@@ -272,11 +279,7 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--plot", type=Path, default=REPO / "docs" / "benchmarks.png")
     parser.add_argument("--from-json", type=Path, help="re-render the report from a saved run")
     args = parser.parse_args(argv)
-    if args.from_json:
-        data = json.loads(args.from_json.read_text())
-    else:
-        data = measure(args)
-        (args.root / "runs.json").write_text(json.dumps(data))
+    data = json.loads(args.from_json.read_text()) if args.from_json else measure(args)
     write_report(data, summarize(data), args.out, args.plot)
     print(f"wrote {args.out} and {args.plot}")
     return 0

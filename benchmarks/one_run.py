@@ -63,8 +63,13 @@ class SparkProcesses(threading.Thread):
         me = psutil.Process()
         while not self.stop.is_set():
             for child in me.children(recursive=True):
-                try:
-                    if "org.apache.spark.deploy.SparkSubmit" in child.cmdline():
+                try:  # the JVM itself, not spark-class's shells or its launcher JVM
+                    command = child.cmdline()
+                    if (
+                        child.name() == "java"
+                        and "org.apache.spark.deploy.SparkSubmit" in command
+                        and "org.apache.launcher.Main" not in command
+                    ):
                         self.pids.add(child.pid)
                 except psutil.Error:
                     pass

@@ -25,7 +25,8 @@ from airflow_provider_ctas.local.postgres import create_database, drop_database
 from tests.support.catalog import count, fresh, leftovers
 from tests.support.faults import classify_read_error
 
-pytestmark = [pytest.mark.integration, pytest.mark.slow]
+# 42 task runs on 2 cores: about 11 minutes alone, longer beside the rest of the suite.
+pytestmark = [pytest.mark.integration, pytest.mark.slow, pytest.mark.timeout(2400)]
 
 DAYS = 14
 FAIL_DAY = 7
