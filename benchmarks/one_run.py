@@ -14,12 +14,9 @@ import json
 import os
 import resource
 import sys
-import threading
 import time
 from pathlib import Path
 from typing import Any
-
-import psutil
 
 APPS = Path(__file__).resolve().parent / "apps"
 CONF = {"spark.log.level": "WARN", "spark.ui.showConsoleProgress": "false"}
@@ -51,31 +48,6 @@ def operator_source(approach: str, target: str, sql_file: str, result_file: str)
     )
 
 
-class SparkProcesses(threading.Thread):
-    """Counts the Spark JVMs (spark-submit drivers) started under this process."""
-
-    def __init__(self) -> None:
-        super().__init__(daemon=True)
-        self.pids: set[int] = set()
-        self.stop = threading.Event()
-
-    def run(self) -> None:
-        me = psutil.Process()
-        while not self.stop.is_set():
-            for child in me.children(recursive=True):
-                try:  # the JVM itself, not spark-class's shells or its launcher JVM
-                    command = child.cmdline()
-                    if (
-                        child.name() == "java"
-                        and "org.apache.spark.deploy.SparkSubmit" in command
-                        and "org.apache.launcher.Main" not in command
-                    ):
-                        self.pids.add(child.pid)
-                except psutil.Error:
-                    pass
-            time.sleep(0.2)
-
-
 def main() -> int:
     approach, target, sql_file, result_file = sys.argv[1:5]
     dag_id = f"bench_{approach}"
@@ -86,19 +58,15 @@ def main() -> int:
     module = importlib.util.module_from_spec(spec)
     spec.loader.exec_module(module)
 
-    watcher = SparkProcesses()
-    watcher.start()
     started = time.monotonic()
     dag_run = module.dag.test()
     wall = time.monotonic() - started
-    watcher.stop.set()
     ti = next(t for t in dag_run.get_task_instances() if t.task_id == "ctas")
     result: dict[str, Any] = {
         "state": str(ti.state),
         "wall_seconds": wall,
         "task_seconds": (ti.end_date - ti.start_date).total_seconds(),
         "peak_rss_mb": resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024,
-        "spark_processes": len(watcher.pids),
     }
     if approach.startswith("atomic_"):
         from airflow.models.xcom import XComModel

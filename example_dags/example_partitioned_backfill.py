@@ -13,6 +13,8 @@ Parallel runs need a metastore service, not Spark's embedded Derby (README: a re
 
 from __future__ import annotations
 
+import datetime
+
 import pendulum
 from airflow.providers.apache.spark.operators.spark_sql import SparkSqlOperator
 from airflow.sdk import DAG
@@ -44,7 +46,9 @@ with DAG(
             FROM range(1000 + {{ logical_date.day }})
         """,
         table_properties={"team": "data-eng"},
+        # First use: parallel runs race to create the table; the losers' next try writes into it.
         retries=2,
+        retry_delay=datetime.timedelta(seconds=30),
     )
 
     create_database >> orders_by_day
