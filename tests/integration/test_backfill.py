@@ -162,7 +162,7 @@ def test_backfill_then_reprocess_is_atomic_per_partition(realistic, spark, datab
                 "--to-date", f"2024-01-{DAYS}", "--max-active-runs", "4",
             )  # fmt: skip
         first = {
-            dag_id: wait_for_runs(services, dag_id, DAYS, 1200) for dag_id in ("backfill_partitions", "backfill_tables")
+            dag_id: wait_for_runs(services, dag_id, DAYS, 1800) for dag_id in ("backfill_partitions", "backfill_tables")
         }
         pass1 = time.monotonic() - started
         for day in range(1, DAYS + 1):
@@ -177,7 +177,7 @@ def test_backfill_then_reprocess_is_atomic_per_partition(realistic, spark, datab
             "--to-date", f"2024-01-{DAYS}", "--max-active-runs", "4", "--reprocess-behavior", "completed",
         )  # fmt: skip
         time.sleep(10)  # the reprocessed runs go back to queued first
-        second = wait_for_runs(services, "backfill_partitions", DAYS, 1200)
+        second = wait_for_runs(services, "backfill_partitions", DAYS, 1800)
         pass2 = time.monotonic() - reprocess_started
 
     assert all(state == "success" for runs in first.values() for state in runs.values()), first
