@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import json
 import threading
-import time
 
 import pytest
 
@@ -13,7 +12,7 @@ from airflow_provider_ctas.core import markers
 from airflow_provider_ctas.operators import XCOM_KEY
 from tests.support.catalog import count, fresh, leftovers, location, properties, table_exists
 from tests.support.dags import make_dag, run_dag, state_store_value, xcom_value
-from tests.support.faults import classify_read_error
+from tests.support.faults import Reader
 from tests.support.processes import kill_spark_driver, wait_for_line
 
 pytestmark = pytest.mark.integration
@@ -153,33 +152,6 @@ def test_create_on_foreign_table_fails_before_any_spark_job(stack, spark, databa
     assert leftovers(spark, database) == []
 
 
-def _poll(spark, target: str, stop: threading.Event, seen: list) -> None:
-    """Appends (started, finished, value) per read; a read spans time, so windows are bounded by both."""
-    while not stop.is_set():
-        started = time.monotonic()
-        try:
-            value = count(spark, target)
-        except Exception as exc:
-            value = classify_read_error(exc)
-        seen.append((started, time.monotonic(), value))
-        time.sleep(0.05)
-
-
-def _watch(spark, target: str):
-    seen: list = []
-    stop = threading.Event()
-    poller = threading.Thread(target=_poll, args=(spark, target, stop, seen), daemon=True)
-    poller.start()
-
-    def finish() -> list:
-        time.sleep(1)
-        stop.set()
-        poller.join(timeout=30)
-        return seen
-
-    return finish
-
-
 def test_replace_keeps_old_version_readable_until_publish(stack, spark, database, monkeypatch, tmp_path):
     target = f"{database}.dim"
     spark.sql(f"CREATE TABLE {target} USING parquet AS SELECT id, 'old' AS version FROM range(300)")
@@ -191,9 +163,9 @@ def test_replace_keeps_old_version_readable_until_publish(stack, spark, database
         mode="replace",
         sql="SELECT id, 'new' AS version FROM range(1234)",
     )
-    finish = _watch(spark, target)
+    reader = Reader(spark, target, interval=0.05, tail=1).start()
     run = run_dag(dag)
-    values = [value for *_, value in finish()]
+    values = reader.stop()
 
     assert run.task_state == "success"
     assert values[0] == 300 and values[-1] == 1234
@@ -250,9 +222,10 @@ def test_replace_swap_when_allowed(stack, spark, database, monkeypatch):
         partition_by=["part"],
         sql="SELECT id, id % 4 AS part FROM range(1234)",
     )
-    finish = _watch(spark, target)
+    reader = Reader(spark, target, interval=0.05, tail=1).start()
     run = run_dag(dag)
-    seen = finish()
+    reader.stop()
+    seen = reader.seen
 
     assert run.task_state == "success"
     values = [v for *_, v in seen]

@@ -35,19 +35,23 @@ def classify_read_error(exc: Exception) -> str:
 class Reader:
     """Polls a table's row count from the test's own Spark session, recording every observation."""
 
-    def __init__(self, spark: SparkSession, target: str, interval: float = 0.4, where: str = "") -> None:
-        self.spark, self.target, self.interval, self.where = spark, target, interval, where
-        self.seen: list[tuple[float, Any]] = []
+    def __init__(
+        self, spark: SparkSession, target: str, interval: float = 0.4, where: str = "", tail: float = 0.5
+    ) -> None:
+        self.spark, self.target, self.interval, self.where, self.tail = spark, target, interval, where, tail
+        # (started, finished, value) per read: a read spans time, so windows are bounded by both.
+        self.seen: list[tuple[float, float, Any]] = []
         self._stop = threading.Event()
         self._thread = threading.Thread(target=self._run, daemon=True)
 
     def _run(self) -> None:
         while not self._stop.is_set():
+            started = time.monotonic()
             try:
                 value: Any = count(self.spark, self.target, self.where)
             except Exception as exc:
                 value = classify_read_error(exc)
-            self.seen.append((time.monotonic(), value))
+            self.seen.append((started, time.monotonic(), value))
             time.sleep(self.interval)
 
     def start(self) -> Reader:
@@ -55,10 +59,10 @@ class Reader:
         return self
 
     def stop(self) -> list[Any]:
-        time.sleep(0.5)
+        time.sleep(self.tail)
         self._stop.set()
         self._thread.join(timeout=60)
-        return [value for _, value in self.seen]
+        return [value for *_, value in self.seen]
 
 
 def check_observations(values: list[Any], allowed: set[Any], new: Any) -> str | None:
