@@ -76,7 +76,7 @@ class StandaloneCluster:
                 "--work-dir", str(self.root / f"work-{index}"),
             )  # fmt: skip
         deadline = time.monotonic() + timeout
-        while int(self.state().get("aliveworkers", 0)) < self.workers:
+        while self._alive_workers() < self.workers:
             if time.monotonic() > deadline:
                 raise TimeoutError(f"{self.workers} worker(s) did not register with {self.master_url}")
             time.sleep(0.5)
@@ -87,6 +87,13 @@ class StandaloneCluster:
         """The master's JSON status page: workers, active and completed applications."""
         with urllib.request.urlopen(f"http://127.0.0.1:{self.web_port}/json/", timeout=10) as response:
             return dict(json.load(response))
+
+    def _alive_workers(self) -> int:
+        """0 while the master's status page is not serving yet (its port opens before its handlers)."""
+        try:
+            return int(self.state().get("aliveworkers", 0))
+        except (OSError, ValueError):
+            return 0
 
     def stop(self) -> None:
         for pid_file in sorted(self.root.glob("worker-*.pid")):
