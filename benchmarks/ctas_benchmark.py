@@ -9,6 +9,10 @@ A B C ... A B C ... so that drift in the machine hits every approach alike. Per 
 wall time of the DAG run, the bytes written to the warehouse (files whose mtime falls in the run,
 plus the bytes of staging that the run wrote and deleted), the publish step's time, the peak RSS of
 the Airflow task process, and how many Spark applications the task submitted.
+
+The Spark Connect approaches run against a Spark Connect server (local[2], its own embedded Derby
+metastore and warehouse under ``<root>/connect``) that the benchmark starts once and keeps up, as a
+Connect deployment would: those runs start no JVM at all.
 """
 
 from __future__ import annotations
@@ -36,7 +40,12 @@ APPROACHES = {
     "atomic_replace": "(b) AtomicCtasOperator, mode=replace (partitioned: swap)",
     "atomic_overwrite_partitions": "(b) AtomicCtasOperator, mode=overwrite_partitions",
     "staging_copy": "(c) staging table, then copy into the target",
+    "connect_create": "(b) over Spark Connect, mode=create",
+    "connect_replace": "(b) over Spark Connect, mode=replace (partitioned: swap)",
+    "connect_overwrite_partitions": "(b) over Spark Connect, mode=overwrite_partitions",
 }
+CONNECT_CONN_ID = "spark_connect_bench"
+DRIVER_MEMORY = "4g"  # every approach's driver (local[2]: the executors run inside it)
 SELECT = """\
 SELECT
   id AS order_id,
@@ -64,6 +73,37 @@ def environment(root: Path) -> dict[str, str]:
     }
 
 
+def start_connect_server(root: Path, env: dict[str, str]) -> Any:
+    """A Connect server with its own embedded metastore: Derby admits one JVM, the spark-submit runs use theirs."""
+    from airflow_provider_ctas.local.connect_server import ConnectServer
+    from airflow_provider_ctas.local.metastore import embedded_derby_conf
+
+    world = root / "connect"
+    conf = {**embedded_derby_conf(world), "spark.log.level": "WARN", "spark.driver.memory": DRIVER_MEMORY}
+    os.environ["SPARK_CONF_DIR"] = str(world / "no-conf")  # nothing from the spark-submit world's conf
+    server = ConnectServer(world, conf=conf).start()
+    env[f"AIRFLOW_CONN_{CONNECT_CONN_ID.upper()}"] = json.dumps(
+        {"conn_type": "spark_connect", "host": "127.0.0.1", "port": server.port}
+    )
+    return server
+
+
+def warehouse(root: Path, approach: str) -> Path:
+    return root / "connect" / "warehouse" if approach.startswith("connect_") else root / "warehouse"
+
+
+def reset_connect_tables(env: dict[str, str], prefix: str) -> None:
+    from pyspark.sql import SparkSession
+
+    port = json.loads(env[f"AIRFLOW_CONN_{CONNECT_CONN_ID.upper()}"])["port"]
+    spark = SparkSession.builder.remote(f"sc://127.0.0.1:{port}").create()
+    spark.sql(f"CREATE DATABASE IF NOT EXISTS {DATABASE}")
+    for table in spark.catalog.listTables(DATABASE):
+        if table.name.startswith(prefix):
+            spark.sql(f"DROP TABLE IF EXISTS {DATABASE}.{table.name} PURGE")
+    spark.stop()
+
+
 def prepare(root: Path) -> dict[str, str]:
     shutil.rmtree(root, ignore_errors=True)
     (root / "dags").mkdir(parents=True)
@@ -75,6 +115,8 @@ def prepare(root: Path) -> dict[str, str]:
         env=env, check=True, capture_output=True,
     )  # fmt: skip
     subprocess.run([python, "-m", "airflow", "db", "migrate"], env=env, check=True, capture_output=True)
+    with (root / "spark-conf" / "spark-defaults.conf").open("a") as conf:
+        conf.write(f"spark.driver.memory {DRIVER_MEMORY}\n")  # 1e8 rows OOM the default 1g (measured)
     return env
 
 
@@ -113,7 +155,7 @@ def run_one(root: Path, env: dict[str, str], approach: str, target: str, sql_fil
     result: dict[str, Any] = json.loads(result_file.read_text())
     if result["state"] != "success":
         raise RuntimeError(f"{approach} {target}: task {result['state']}; see {log}")
-    result["bytes"] = written_bytes(root / "warehouse", since) + int(result.pop("deleted_bytes", 0))
+    result["bytes"] = written_bytes(warehouse(root, approach), since) + int(result.pop("deleted_bytes", 0))
     result["spark_submits"] = log.read_text().count("Spark-Submit cmd")  # SparkSubmitHook logs each one
     return result
 
@@ -121,6 +163,16 @@ def run_one(root: Path, env: dict[str, str], approach: str, target: str, sql_fil
 def measure(args: argparse.Namespace) -> dict[str, Any]:
     root = args.root.resolve()
     env = prepare(root)
+    connect = any(a.startswith("connect_") for a in args.approaches)
+    server = start_connect_server(root, env) if connect else None
+    try:
+        return measure_sizes(args, root, env, connect)
+    finally:
+        if server is not None:
+            server.stop()
+
+
+def measure_sizes(args: argparse.Namespace, root: Path, env: dict[str, str], connect: bool) -> dict[str, Any]:
     data: dict[str, Any] = {
         "machine": f"{platform.node()}: {os.cpu_count()} cores, {memory_gib():.0f} GiB, {platform.platform()}",
         "date": pendulum.now("UTC").to_iso8601_string(),
@@ -135,14 +187,21 @@ def measure(args: argparse.Namespace) -> dict[str, Any]:
         sql_file.write_text(SELECT.format(rows=rows))
         prefix = f"s{rows}_"
         reset_tables(env, prefix)
+        if connect:
+            reset_connect_tables(env, prefix)
         # Untimed seeds: replace and overwrite_partitions measure replacing an existing version.
-        run_one(root, env, "atomic_create", f"{DATABASE}.{prefix}replaced", sql_file)
-        run_one(root, env, "atomic_overwrite_partitions", f"{DATABASE}.{prefix}events", sql_file)
+        for world in ("atomic", "connect"):
+            if f"{world}_replace" in args.approaches:
+                run_one(root, env, f"{world}_create", f"{DATABASE}.{prefix}replaced", sql_file)
+            if f"{world}_overwrite_partitions" in args.approaches:
+                run_one(root, env, f"{world}_overwrite_partitions", f"{DATABASE}.{prefix}events", sql_file)
         for repeat in range(args.repeats):
             for approach in args.approaches:
                 target = {
                     "atomic_replace": f"{DATABASE}.{prefix}replaced",
                     "atomic_overwrite_partitions": f"{DATABASE}.{prefix}events",
+                    "connect_replace": f"{DATABASE}.{prefix}replaced",
+                    "connect_overwrite_partitions": f"{DATABASE}.{prefix}events",
                 }.get(approach, f"{DATABASE}.{prefix}{approach}_{repeat}")
                 result = run_one(root, env, approach, target, sql_file)
                 result.update(size=rows, approach=approach, repeat=repeat)
@@ -154,6 +213,8 @@ def measure(args: argparse.Namespace) -> dict[str, Any]:
                     flush=True,
                 )
         reset_tables(env, prefix)
+        if connect:
+            reset_connect_tables(env, prefix)
     return data
 
 
@@ -215,11 +276,14 @@ def write_report(data: dict[str, Any], rows: list[dict[str, Any]], out: Path, pl
         "Generated by `bash benchmarks/run.sh` (benchmarks/ctas_benchmark.py); do not edit by hand.",
         "",
         f"- Machine: {data['machine']}",
-        f"- Run: {data['date']}, {data['repeats']} repeat(s) per approach and size, interleaved",
+        *[f"- Run: {run}" for run in data["sessions"]],
         "- Every run is a one-task DAG run (`dag.test()`) on the embedded default: local[2] Spark via",
         "  spark-submit, embedded Derby metastore, Airflow on SQLite. Times are medians of the DAG run's",
         "  wall time. Bytes are read from the warehouse's files (plus staging a run wrote and deleted).",
         "  RSS is the peak of the Airflow task process (the Spark JVM is its child, not counted).",
+        "- The Spark Connect rows run against a Connect server (local[2], its own embedded Derby metastore)",
+        "  started once before the runs and kept up, as a Connect deployment is: they pay no JVM start,",
+        "  so their ratio to (a) is below 1. Their task process hosts no JVM and submits nothing.",
         "",
         f"![ratio and publish time vs size]({plot.name})",
         "",
@@ -278,9 +342,18 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--root", type=Path, default=REPO / ".ctas-local" / "bench")
     parser.add_argument("--out", type=Path, default=REPO / "docs" / "benchmarks.md")
     parser.add_argument("--plot", type=Path, default=REPO / "docs" / "benchmarks.png")
-    parser.add_argument("--from-json", type=Path, help="re-render the report from a saved run")
+    parser.add_argument("--from-json", type=Path, nargs="+", help="re-render the report from saved runs (merged)")
     args = parser.parse_args(argv)
-    data = json.loads(args.from_json.read_text()) if args.from_json else measure(args)
+    saved = [json.loads(path.read_text()) for path in args.from_json] if args.from_json else [measure(args)]
+    data = {
+        "machine": saved[0]["machine"],
+        "sessions": [
+            f"{d['date']}, sizes {', '.join(sorted({size_label(r['size']) for r in d['runs']}))}: "
+            f"{d['repeats']} repeat(s) per approach and size, interleaved"
+            for d in saved
+        ],
+        "runs": [run for d in saved for run in d["runs"]],
+    }
     write_report(data, summarize(data), args.out, args.plot)
     print(f"wrote {args.out} and {args.plot}")
     return 0

@@ -40,11 +40,12 @@ def operator_source(approach: str, target: str, sql_file: str, result_file: str)
     if approach == "staging_copy":
         args = [target, "country", sql_file, result_file]
         return f"SparkSubmitOperator(task_id='ctas', application={str(APPS / 'staging_copy.py')!r}, application_args={args!r}, conf={conf!r})"  # noqa: E501
-    mode = approach.removeprefix("atomic_")
+    mode = approach.removeprefix("atomic_").removeprefix("connect_")
     sql = Path(sql_file).read_text()
+    connection = "spark_connect_bench" if approach.startswith("connect_") else "spark_default"
     return (
         f"AtomicCtasOperator(task_id='ctas', target_table={target!r}, sql={sql!r}, mode={mode!r}, "
-        f"partition_by=['country'], allow_swap={mode == 'replace'})"
+        f"partition_by=['country'], allow_swap={mode == 'replace'}, conn_id={connection!r})"
     )
 
 
@@ -68,7 +69,7 @@ def main() -> int:
         "task_seconds": (ti.end_date - ti.start_date).total_seconds(),
         "peak_rss_mb": resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024,
     }
-    if approach.startswith("atomic_"):
+    if approach.startswith(("atomic_", "connect_")):
         from airflow.models.xcom import XComModel
         from airflow.utils.session import create_session
 

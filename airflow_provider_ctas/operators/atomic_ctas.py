@@ -4,13 +4,13 @@ The task's lifecycle is the job-status hook of FLIP-218/305, adapted to what Air
 does (DESIGN.md section 4):
 
     on_execute_callback   begin     record try N as the fence in the task state store and XCom
-    execute               run       one spark-submit: catalog begin, prepare (write staging),
-                                    commit (publish); the publish happens before the task reports
-                                    success, and a failed publish fails the task
+    execute               run       one spark-submit (or one Spark Connect session): catalog begin,
+                                    prepare (write staging), commit (publish); the publish happens
+                                    before the task reports success, and a failed publish fails it
     on_success_callback   finalize  idempotent check that the commit is recorded
     on_failure_callback   abort     remove what the try left (skipped if the driver already did)
     on_retry_callback     abort
-    on_kill               kill the Spark application, then abort in a detached process
+    on_kill               kill the Spark application (interrupt the Connect session), then abort
 
 Airflow swallows exceptions from callbacks, so ``execute`` refuses to start Spark work unless
 begin completed for this very try.
@@ -23,6 +23,7 @@ from collections.abc import Callable, Mapping, Sequence
 from typing import TYPE_CHECKING, Any, ClassVar
 
 import pendulum
+from airflow.providers.apache.spark.hooks.spark_connect import SparkConnectHook
 from airflow.providers.common.compat.openlineage.utils.spark import (
     inject_parent_job_information_into_spark_properties,
 )
@@ -44,6 +45,7 @@ from airflow_provider_ctas.core.transaction import (
     TxnState,
 )
 from airflow_provider_ctas.operators.lineage import lineage
+from airflow_provider_ctas.runners.spark_connect import SparkConnectRunner
 from airflow_provider_ctas.runners.spark_submit import (
     SparkSubmitRunner,
     faults_from_environment,
@@ -58,6 +60,7 @@ XCOM_KEY = "ctas_transaction"
 """XCom key (and task state store key) of the serialized two-phase table."""
 
 Callback = Callable[..., Any]
+Runner = SparkSubmitRunner | SparkConnectRunner
 
 
 def _callbacks(value: Callback | Sequence[Callback] | None) -> list[Callback]:
@@ -122,7 +125,9 @@ class AtomicCtasOperator(BaseOperator):
         swapping two tables; readers may then find the table missing or empty for a moment between
         two renames. Without it, such a replace fails before any Spark job runs; a replace that
         keeps the shape never has that window.
-    :param conn_id: the apache-spark provider's Spark connection (master, deploy mode, ...).
+    :param conn_id: the apache-spark provider's connection: a ``spark`` connection (spark-submit:
+        master, deploy mode, ...) or a ``spark_connect`` connection (the phases run over Spark
+        Connect from the task process; no spark-submit, no JVM on the worker).
     :param conf: Spark configuration for the application (templated), e.g. the metastore.
     :param spark_submit_options: further ``SparkSubmitHook`` arguments (``driver_memory``,
         ``jars``, ``deploy_mode``, ``properties_file``, ...).
@@ -191,14 +196,20 @@ class AtomicCtasOperator(BaseOperator):
             validate_table_properties(table_properties)
         self._txn: TwoPhaseTable | None = None
         self._begin_error: BaseException | None = None
-        self._runner: SparkSubmitRunner | None = None
+        self._runner: Runner | None = None
         self._context: Context | None = None
         self._abort_started = False
 
     # -- helpers -------------------------------------------------------------------------------
 
-    def _new_runner(self, context: Context | None = None) -> SparkSubmitRunner:
+    def _new_runner(self, context: Context | None = None) -> Runner:
         conf = dict(self.conf or {})
+        if SparkConnectHook.get_connection(self.conn_id).conn_type == SparkConnectHook.conn_type:
+            if self.spark_submit_options:
+                raise InvalidInputError(
+                    f"connection {self.conn_id!r} is a Spark Connect connection; spark_submit_options do not apply"
+                )
+            return SparkConnectRunner(conn_id=self.conn_id, conf=conf, log=self.log)
         if context is not None and self.openlineage_inject_parent_job_info:
             conf = inject_parent_job_information_into_spark_properties(conf, context)
         return SparkSubmitRunner(conn_id=self.conn_id, conf=conf, submit_options=self.spark_submit_options)
@@ -309,7 +320,12 @@ class AtomicCtasOperator(BaseOperator):
     def execute(self, context: Context) -> dict[str, Any]:
         table = self._begun_table(context)
         self._context = context
-        self._runner = self._new_runner(context)
+        try:
+            runner = self._new_runner(context)
+        except CtasError as exc:
+            self._raise(exc)
+            raise
+        self._runner = runner
         request = PhaseRequest(phases=RUN_PHASES, table=table.to_dict(), sql=self.sql, faults=faults_from_environment())
         started = time.monotonic()
         result = self._runner.run(request, name=f"airflow-ctas {table.target} try {table.try_number}")

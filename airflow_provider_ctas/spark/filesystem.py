@@ -1,15 +1,56 @@
-"""Hadoop FileSystem access from the driver, for what SQL cannot do: marker files and orphan directories.
+"""Filesystem access for what SQL statements about tables cannot do: marker files and orphan directories.
 
-Goes through the driver's JVM, so it works with every filesystem Spark is configured for (local,
-HDFS, S3A, ...). Needs a classic (non-Connect) session.
+Two implementations with one interface:
+
+- ``HadoopFileSystem`` goes through the driver's JVM (a classic session, spark-submit), so it works
+  with every filesystem Spark is configured for (local, HDFS, S3A, ...).
+- ``ConnectFileSystem`` has no JVM at hand (Spark Connect), so it asks the Spark Connect server:
+  files are listed and read with Spark's own file sources, written with a one-row write, and
+  deleted by the metastore (a managed scratch table whose partition points at the directory,
+  dropped with PURGE). Every path reaches the server as a DataFrame argument or a quoted literal.
+
+A marker written over Connect is a directory of part files (Spark writes no single named file);
+both implementations read the newest part as the marker's text, so a marker update is a new part
+file committed by Spark's file committer, never an in-place rewrite.
 """
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Any
+import fnmatch
+import uuid
+from typing import TYPE_CHECKING, Any, Protocol
+from urllib.parse import urlparse
+
+from airflow_provider_ctas.core.identifiers import RESERVED_PREFIX, quote, sql_string_literal
 
 if TYPE_CHECKING:
-    from pyspark.sql import SparkSession
+    from pyspark.sql import DataFrame, SparkSession
+
+
+class FileSystem(Protocol):
+    def exists(self, uri: str) -> bool: ...
+
+    def list_names(self, uri: str, pattern: str = "*") -> list[str]:
+        """Names of ``uri``'s children matching the glob ``pattern``."""
+        ...
+
+    def has_files(self, uri: str) -> bool:
+        """True when a data file exists below ``uri`` (directories and hidden files do not count)."""
+        ...
+
+    def modified_at(self, uri: str) -> float:
+        """Seconds since the epoch."""
+        ...
+
+    def read_text(self, uri: str) -> str | None: ...
+
+    def write_text(self, uri: str, text: str) -> None: ...
+
+    def delete(self, uri: str) -> None: ...
+
+
+def _hidden(name: str) -> bool:
+    return name.startswith(("_", "."))
 
 
 class HadoopFileSystem:
@@ -25,22 +66,24 @@ class HadoopFileSystem:
         path, fs = self._path(uri)
         return bool(fs.exists(path))
 
-    def list_names(self, uri: str) -> list[str]:
+    def list_names(self, uri: str, pattern: str = "*") -> list[str]:
         path, fs = self._path(uri)
         if not fs.exists(path):
             return []
-        return [str(status.getPath().getName()) for status in fs.listStatus(path)]
+        names = [str(status.getPath().getName()) for status in fs.listStatus(path)]
+        return [name for name in names if fnmatch.fnmatchcase(name, pattern)]
 
     def has_files(self, uri: str) -> bool:
-        """True when any file exists below ``uri`` (directories alone do not count)."""
         path, fs = self._path(uri)
         if not fs.exists(path):
             return False
         files = fs.listFiles(path, True)
-        return bool(files.hasNext())
+        while files.hasNext():
+            if not _hidden(str(files.next().getPath().getName())):
+                return True
+        return False
 
     def modified_at(self, uri: str) -> float:
-        """Modification time in seconds since the epoch."""
         path, fs = self._path(uri)
         return float(fs.getFileStatus(path).getModificationTime()) / 1000
 
@@ -48,6 +91,11 @@ class HadoopFileSystem:
         path, fs = self._path(uri)
         if not fs.exists(path):
             return None
+        if fs.getFileStatus(path).isDirectory():  # written over Spark Connect: the newest part
+            parts = [s for s in fs.listStatus(path) if not _hidden(str(s.getPath().getName()))]
+            if not parts:
+                return None
+            path = max(parts, key=lambda s: (s.getModificationTime(), str(s.getPath().getName()))).getPath()
         stream = fs.open(path)
         try:
             return str(self._jvm.org.apache.commons.io.IOUtils.toString(stream, "UTF-8"))
@@ -62,6 +110,83 @@ class HadoopFileSystem:
         finally:
             stream.close()
 
-    def delete(self, uri: str) -> bool:
+    def delete(self, uri: str) -> None:
         path, fs = self._path(uri)
-        return bool(fs.delete(path, True))
+        fs.delete(path, True)
+
+
+class ConnectFileSystem:
+    def __init__(self, spark: SparkSession, scratch_database: str | None = None) -> None:
+        self.spark = spark
+        self._scratch_database = scratch_database
+
+    def _files(self, *globs: str) -> DataFrame | None:
+        """Every non-hidden file below the paths ``globs`` match; None when they match nothing."""
+        from pyspark.errors import AnalysisException
+
+        reader = self.spark.read.format("binaryFile").option("recursiveFileLookup", "true")
+        try:
+            frame = reader.load(list(globs)).select("path", "modificationTime")
+            frame.schema  # noqa: B018 - analysis is where a missing path shows
+        except AnalysisException as exc:
+            if "PATH_NOT_FOUND" in str(getattr(exc, "getCondition", lambda: "")() or exc):
+                return None
+            raise
+        return frame
+
+    def exists(self, uri: str) -> bool:
+        return self._files(uri) is not None
+
+    def list_names(self, uri: str, pattern: str = "*") -> list[str]:
+        root = urlparse(uri).path.rstrip("/") + "/"
+        names = set()
+        for glob in (f"{uri}/{pattern}", f"{uri}/{pattern}/_*"):  # the second finds marker-only directories
+            frame = self._files(glob)
+            for row in frame.collect() if frame is not None else []:
+                relative = urlparse(row["path"]).path.split(root, 1)[-1]
+                names.add(relative.split("/", 1)[0])
+        return sorted(n for n in names if fnmatch.fnmatchcase(n, pattern))
+
+    def has_files(self, uri: str) -> bool:
+        frame = self._files(uri)
+        return frame is not None and bool(frame.limit(1).collect())
+
+    def modified_at(self, uri: str) -> float:
+        """The newest file's time: a directory's own time is not visible over Connect (0 when empty)."""
+        frame = self._files(uri, f"{uri}/_*")
+        times = [row["modificationTime"].timestamp() for row in (frame.collect() if frame is not None else [])]
+        return max(times, default=0.0)
+
+    def read_text(self, uri: str) -> str | None:
+        from pyspark.errors import AnalysisException
+
+        try:
+            rows = (
+                self.spark.read.text(uri, wholetext=True)
+                .select("value", "_metadata.file_modification_time", "_metadata.file_name")
+                .collect()
+            )
+        except AnalysisException as exc:
+            if "PATH_NOT_FOUND" in str(getattr(exc, "getCondition", lambda: "")() or exc):
+                return None
+            raise
+        if not rows:
+            return None
+        return str(max(rows, key=lambda r: (r["file_modification_time"], r["file_name"]))["value"])
+
+    def write_text(self, uri: str, text: str) -> None:
+        frame = self.spark.createDataFrame([(text,)], "value STRING").coalesce(1)
+        frame.write.mode("append").option("lineSep", "\n").text(uri)
+
+    def delete(self, uri: str) -> None:
+        """Let the metastore delete ``uri``: it deletes a managed table's partitions wherever they are."""
+        database = self._scratch_database or self.spark.catalog.currentDatabase()
+        scratch = f"{quote(database)}.{quote(f'{RESERVED_PREFIX}rm_{uuid.uuid4().hex[:16]}')}"
+        self.spark.sql(
+            f"CREATE TABLE {scratch} (`unused` INT, `p` STRING) USING parquet PARTITIONED BY (`p`) "
+            "TBLPROPERTIES ('airflow_ctas.purpose'='deletes a directory this provider created')"
+        )
+        try:
+            self.spark.sql(f"ALTER TABLE {scratch} ADD PARTITION (`p` = '0') LOCATION {sql_string_literal(uri)}")
+        finally:
+            self.spark.sql(f"DROP TABLE IF EXISTS {scratch} PURGE")

@@ -11,6 +11,7 @@ Regenerate: bash scripts/test.sh tests/integration/test_fault_matrix.py
 
 from __future__ import annotations
 
+import os
 import signal
 import time
 from collections.abc import Callable
@@ -31,6 +32,7 @@ from tests.support.faults import (
     wait_for_drivers_to_exit,
     wait_for_path,
 )
+from tests.support.fixtures import CONNECT_CONN_ID
 from tests.support.processes import kill_spark_driver, wait_for_line
 from tests.support.reliability import NEW_ROWS, OLD_ROWS, record_cell
 
@@ -61,6 +63,9 @@ class Cell:
     faults: dict[str, Any]
     slow_ms: int = 0
     extra: str = ""
+    conn_id: str = "spark_default"
+    try2_says: str = ""
+    """A line try 2's log must contain (what it had to do about try 1)."""
 
 
 @dataclass
@@ -70,6 +75,7 @@ class Context:
     staging_dir: Path
     target: str
     metastore: Any
+    connect: Any
 
 
 def _pause(point: str) -> dict[str, Any]:
@@ -119,6 +125,13 @@ def term_task(ctx: Context) -> None:
 
 def wait_only(ctx: Context) -> None:
     return None
+
+
+def kill_connect_server(ctx: Context) -> None:
+    """SIGKILL the Spark Connect server (the driver of every Connect session), then start it again."""
+    os.killpg(int(ctx.connect.pid_file.read_text()), signal.SIGKILL)
+    time.sleep(2)
+    ctx.connect.start()
 
 
 def metastore_down_at_publish(ctx: Context) -> None:
@@ -230,6 +243,48 @@ CELLS = [
         wait_only,
         _raise("after_publish"),
     ),
+    # Over Spark Connect the phases run in the task process and the statements on the server, which
+    # outlives a killed task: try 2 must interrupt what try 1's session still runs before cleaning up.
+    Cell(
+        "connect-task-kill-mid-write",
+        "SIGKILL the Airflow task process (Spark Connect)",
+        "mid-write",
+        "replace",
+        mid_write(kill_task),
+        {},
+        slow_ms=300,  # try 1's statement still runs on the server when try 2 begins
+        conn_id=CONNECT_CONN_ID,
+        try2_says="operation(s) still running for try 1",
+    ),
+    Cell(
+        "connect-sigterm-mid-write",
+        "SIGTERM the task (on_kill, Spark Connect)",
+        "mid-write",
+        "create",
+        mid_write(term_task),
+        {},
+        slow_ms=60,
+        conn_id=CONNECT_CONN_ID,
+    ),
+    Cell(
+        "connect-server-kill-mid-write",
+        "SIGKILL the Spark Connect server",
+        "mid-write",
+        "create",
+        mid_write(kill_connect_server),
+        {},
+        slow_ms=60,
+        conn_id=CONNECT_CONN_ID,
+    ),
+    Cell(
+        "connect-task-kill-publish-flip",
+        "SIGKILL the Airflow task process (Spark Connect)",
+        "during publish (flip)",
+        "replace",
+        kill_task_at("before_publish"),
+        _pause("before_publish"),
+        conn_id=CONNECT_CONN_ID,
+    ),
 ]
 
 
@@ -254,7 +309,8 @@ def _seed(cell: Cell, target: str, spark: Any, tmp_path: Path) -> None:
 
 
 @pytest.mark.parametrize("cell", CELLS, ids=[c.id for c in CELLS])
-def test_fault(cell: Cell, stack, spark, database, tmp_path, metastore):
+def test_fault(cell: Cell, stack, spark, database, tmp_path, metastore, request):
+    connect = request.getfixturevalue("connect_server") if cell.conn_id == CONNECT_CONN_ID else None
     target = f"{database}.t_{cell.id.replace('-', '_')}"
     _seed(cell, target, spark, tmp_path)
     dag_id = f"fault_{cell.id.replace('-', '_')}"
@@ -268,6 +324,7 @@ def test_fault(cell: Cell, stack, spark, database, tmp_path, metastore):
         allow_swap=cell.mode == "swap",
         sql=sql,
         operator_extra=cell.extra,
+        conn_id=cell.conn_id,
     )
     txn_id = TransactionKey(dag_id, "ctas", run_id).txn_id
     progress = tmp_path / "progress"
@@ -277,7 +334,8 @@ def test_fault(cell: Cell, stack, spark, database, tmp_path, metastore):
 
     first = Trial(dag_file, dag_id, run_id, tmp_path / "try1.log", {"progress_file": str(progress), **cell.faults})
     first.start()
-    ctx = Context(first, progress, database_dir(spark, database) / f"__ctas_{txn_id[:16]}_s1", target, metastore)
+    staging_dir = database_dir(spark, database) / f"__ctas_{txn_id[:16]}_s1"
+    ctx = Context(first, progress, staging_dir, target, metastore, connect)
     try:
         cell.act(ctx)
         try1 = first.wait()
@@ -317,3 +375,4 @@ def test_fault(cell: Cell, stack, spark, database, tmp_path, metastore):
     assert rows == NEW_ROWS
     assert problem is None, f"{problem}: {summarize(values)}"
     assert left == [], f"left behind after try 2: {left}"
+    assert cell.try2_says in (tmp_path / "try2.log").read_text(errors="replace")

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import logging
 import os
 import signal
 import subprocess
@@ -16,11 +17,13 @@ import pytest
 from airflow_provider_ctas.catalogs import create_two_phase_table
 from airflow_provider_ctas.core import markers
 from airflow_provider_ctas.core.transaction import TransactionKey
+from airflow_provider_ctas.runners.spark_connect import SparkConnectRunner
 from airflow_provider_ctas.runners.spark_submit import SparkSubmitRunner
 from airflow_provider_ctas.spark.protocol import RUN_PHASES, PhaseRequest
 from tests.support.catalog import count, database_dir, fresh, leftovers, location, properties, reserved_tables
 from tests.support.dags import DAGS_FOLDER, make_dag, run_dag, xcom_value
 from tests.support.faults import REPO, Reader, Trial, check_observations, wait_for_drivers_to_exit
+from tests.support.fixtures import CONNECT_CONN_ID
 from tests.support.processes import wait_for_line
 
 pytestmark = pytest.mark.integration
@@ -57,6 +60,33 @@ def test_a_zombie_try_can_never_publish(stack, spark, database, tmp_path, mode):
     assert leftovers(spark, database) == []
 
 
+def test_a_paused_connect_try_can_never_publish(stack, connect_server, spark, database, tmp_path):
+    """Over Spark Connect the phases run in the task process: try 1's process is frozen (SIGSTOP) after
+    writing, try 2 runs and publishes, then try 1 resumes into its publish and must not publish."""
+    target = f"{database}.fenced_connect"
+    dag_id = "zombie_connect"
+    make_dag(dag_id, retries=3, target_table=target, sql=TRY_SQL, conn_id=CONNECT_CONN_ID)
+    progress, release = tmp_path / "progress", tmp_path / "release"
+    faults = {"progress_file": str(progress), "after_prepare": {"wait_for": str(release), "only_try": 1}}
+    first = Trial(DAGS_FOLDER / f"{dag_id}.py", dag_id, "zombie_run", tmp_path / "try1.log", faults).start()
+    wait_for_line(progress, "after_prepare try=1", timeout=240)
+    first.signal_group(signal.SIGSTOP)
+    try:
+        second = Trial(DAGS_FOLDER / f"{dag_id}.py", dag_id, "zombie_run", tmp_path / "try2.log").start().wait()
+    finally:
+        first.signal_group(signal.SIGCONT)
+    assert second == "success"
+    release.touch()
+    wait_for_line(progress, "result phases=begin,prepare,commit ok=False SPARK_ERROR", timeout=120)
+    first.wait(timeout=120)
+
+    assert "INVALID_HANDLE.SESSION_CLOSED" in (tmp_path / "try1.log").read_text(errors="replace")
+    published = fresh(spark).table(target)
+    assert {row["written_by_try"] for row in published.collect()} == {2} and published.count() == 100
+    assert properties(spark, target)[markers.TRY_NUMBER] == "2"
+    assert leftovers(spark, database) == []
+
+
 def _writer_table(database: str, target: str, writer: int, mode: str):
     key = TransactionKey(f"writer_{writer}", "ctas", f"run_{writer}")
     table = create_two_phase_table(key=key, conn_id="spark_default", target=target, mode=mode, table_format="parquet")
@@ -64,10 +94,14 @@ def _writer_table(database: str, target: str, writer: int, mode: str):
     return table
 
 
-@pytest.mark.parametrize("mode", ["create", "replace"])
-def test_concurrent_writers_publish_exactly_one_whole_version(stack, spark, database, tmp_path, mode):
-    """Four transactions (separate Spark drivers, one shared metastore) publish the same target at once."""
-    target = f"{database}.contended_{mode}"
+@pytest.mark.parametrize(
+    ("mode", "runner"), [("create", "spark_submit"), ("replace", "spark_submit"), ("create", "connect")]
+)
+def test_concurrent_writers_publish_exactly_one_whole_version(stack, spark, database, tmp_path, mode, runner, request):
+    """Four transactions (separate Spark drivers or Connect sessions, one metastore) publish one target at once."""
+    if runner == "connect":
+        request.getfixturevalue("connect_server")
+    target = f"{database}.contended_{mode}_{runner}"
     if mode == "replace":
         spark.sql(f"CREATE TABLE {target} USING parquet AS SELECT id, 0 AS writer FROM range(50)")
     barrier = tmp_path / "go"
@@ -75,14 +109,19 @@ def test_concurrent_writers_publish_exactly_one_whole_version(stack, spark, data
 
     def write(writer: int) -> None:
         table = _writer_table(database, target, writer, mode)
-        request = PhaseRequest(
+        phases = PhaseRequest(
             phases=RUN_PHASES,
             table=table.to_dict(),
             sql=f"SELECT id, {writer} AS writer FROM range({100 * writer})",
             faults={"after_prepare": {"wait_for": str(barrier)}},
         )
-        runner = SparkSubmitRunner(conn_id="spark_default", conf=None, submit_options=None)
-        results[writer] = runner.run(request, name=f"airflow-ctas concurrent {target} writer {writer}")
+        name = f"airflow-ctas concurrent {target} writer {writer}"
+        if runner == "connect":
+            log = logging.getLogger(f"writer-{writer}")
+            results[writer] = SparkConnectRunner(conn_id=CONNECT_CONN_ID, conf=None, log=log).run(phases, name=name)
+        else:
+            submit = SparkSubmitRunner(conn_id="spark_default", conf=None, submit_options=None)
+            results[writer] = submit.run(phases, name=name)
 
     reader = Reader(spark, target).start()
     threads = [threading.Thread(target=write, args=(w,)) for w in (1, 2, 3, 4)]

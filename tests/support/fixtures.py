@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 import os
 import subprocess
 import sys
@@ -12,6 +13,7 @@ from typing import TYPE_CHECKING
 
 import pytest
 
+from airflow_provider_ctas.local.connect_server import ConnectServer
 from airflow_provider_ctas.local.metastore import HiveMetastore, write_spark_conf_dir
 
 if TYPE_CHECKING:
@@ -37,6 +39,22 @@ def metastore() -> Iterator[HiveMetastore]:
     write_spark_conf_dir(Path(os.environ["SPARK_CONF_DIR"]), {**service.spark_conf(), **TEST_SPARK_CONF})
     yield service
     service.stop()
+
+
+CONNECT_CONN_ID = "spark_connect_test"
+
+
+@pytest.fixture(scope="session")
+def connect_server(metastore: HiveMetastore) -> Iterator[ConnectServer]:
+    """A Spark Connect server on the shared metastore, and the ``spark_connect_test`` connection to it.
+
+    The connection lives in the environment, so trial subprocesses started afterwards inherit it.
+    """
+    server = ConnectServer(SESSION_ROOT / "connect", conf={"spark.driver.memory": "1g"}).start()
+    conn = {"conn_type": "spark_connect", "host": "127.0.0.1", "port": server.port}
+    os.environ[f"AIRFLOW_CONN_{CONNECT_CONN_ID.upper()}"] = json.dumps(conn)
+    yield server
+    server.stop()
 
 
 @pytest.fixture(scope="session")

@@ -9,11 +9,11 @@ from __future__ import annotations
 import dataclasses
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
 
 from airflow_provider_ctas.core import markers
 from airflow_provider_ctas.core.identifiers import TableRef, quote, sql_string_literal
-from airflow_provider_ctas.spark.filesystem import HadoopFileSystem
+from airflow_provider_ctas.spark.engine import engine_for
 
 if TYPE_CHECKING:
     from pyspark.sql import Row, SparkSession
@@ -80,9 +80,10 @@ def first_line(exc: BaseException) -> str:
 
 
 class CatalogClient:
-    def __init__(self, spark: SparkSession) -> None:
+    def __init__(self, spark: SparkSession, scratch_database: str | None = None) -> None:
         self.spark = spark
-        self.fs = HadoopFileSystem(spark)
+        self.engine = engine_for(spark)
+        self.fs = self.engine.filesystem(scratch_database)
         self._db_locations: dict[str, str] = {}
 
     def sql(self, statement: str) -> list[Row]:
@@ -138,25 +139,8 @@ class CatalogClient:
         return found
 
     def partitions(self, ref: TableRef, columns: list[str]) -> dict[tuple[str, ...], str]:
-        """Partition values (in ``columns`` order) to location, in one metastore call.
-
-        Spark SQL has no statement that lists partition locations, so this goes through the
-        session's external catalog (a classic session).
-        """
-        jvm: Any = self.spark._jvm
-        external = self.spark._jsparkSession.sessionState().catalog().externalCatalog()
-        partitions = external.listPartitions(ref.database, ref.table, jvm.scala.Option.apply(None))
-        found: dict[tuple[str, ...], str] = {}
-        iterator = partitions.iterator()
-        while iterator.hasNext():
-            partition = iterator.next()
-            spec: dict[str, str] = {}
-            entries = partition.spec().iterator()
-            while entries.hasNext():
-                entry = entries.next()
-                spec[str(entry._1()).lower()] = str(entry._2())
-            found[tuple(spec[c.lower()] for c in columns)] = str(partition.location().toString())
-        return found
+        """Partition values (in ``columns`` order) to location."""
+        return self.engine.partitions(ref, columns)
 
     def live_locations(self, ref: TableRef) -> list[str]:
         """Where ``ref`` reads data from: its location and, if partitioned, every partition's."""

@@ -11,8 +11,11 @@ commit   publish in one metadata operation, then record provenance and remove wh
            swap    replace with a new shape, only with ``allow_swap``: target -> backup, staging ->
                    target. Between the two renames readers can find the table missing or, for a
                    lookup that raced the first rename, empty: the documented window.
-           partitions  overwrite_partitions: ``ALTER TABLE target PARTITION (...) SET LOCATION``
-                   (or ADD PARTITION) per partition the query produced; each switches alone.
+           partitions  overwrite_partitions: partitions new to the target are added in one
+                   ``ALTER TABLE target ADD PARTITION ... LOCATION ...`` (one metastore call, all or
+                   nothing), existing ones are pointed at their new locations in one more
+                   (alter_partitions; over Spark Connect one ``SET LOCATION`` each, as SQL has no
+                   batch form).
 abort    drop staging of this and earlier tries, restore a target that a crashed swap had moved
          aside, and delete orphan staging directories whose marker file names this transaction.
 
@@ -24,11 +27,10 @@ or multi-statement text cannot run.
 from __future__ import annotations
 
 import os
-import threading
 import time
 from collections.abc import Callable
 from enum import StrEnum
-from typing import TYPE_CHECKING, Any, Protocol
+from typing import TYPE_CHECKING, Any
 
 from airflow_provider_ctas import __version__
 from airflow_provider_ctas.catalogs.session_catalog.catalog import (
@@ -54,6 +56,7 @@ from airflow_provider_ctas.core.errors import (
 from airflow_provider_ctas.core.identifiers import TableRef, quote, sql_string_literal
 from airflow_provider_ctas.core.transaction import Outcome
 from airflow_provider_ctas.spark.ddl import columns_ddl
+from airflow_provider_ctas.spark.engine import Reporter
 from airflow_provider_ctas.spark.protocol import PhaseReport, PhaseRequest
 
 if TYPE_CHECKING:
@@ -61,13 +64,6 @@ if TYPE_CHECKING:
     from pyspark.sql.types import StructType
 
 SOURCE_ALIAS = "__ctas_source"
-PROGRESS_INTERVAL_SECONDS = 15.0
-
-
-class Reporter(Protocol):
-    def info(self, message: str) -> None: ...
-
-    def warning(self, message: str) -> None: ...
 
 
 class Publish(StrEnum):
@@ -97,38 +93,13 @@ def as_subquery(sql: str) -> str:
     return f"SELECT * FROM (\n{clean_sql(sql)}\n) AS {SOURCE_ALIAS}"
 
 
-class _StageProgress(threading.Thread):
-    """Logs the progress of running Spark stages while a long write runs."""
-
-    def __init__(self, spark: SparkSession, log: Reporter, label: str) -> None:
-        super().__init__(daemon=True, name="airflow-ctas-progress")
-        self._tracker = spark.sparkContext.statusTracker()
-        self._log = log
-        self._label = label
-        self._done = threading.Event()
-        self._since = time.monotonic()
-
-    def run(self) -> None:
-        while not self._done.wait(PROGRESS_INTERVAL_SECONDS):
-            stages = []
-            for stage_id in self._tracker.getActiveStageIds():
-                info = self._tracker.getStageInfo(stage_id)
-                if info is not None:
-                    stages.append(f"stage {stage_id}: {info.numCompletedTasks}/{info.numTasks} tasks done")
-            elapsed = time.monotonic() - self._since
-            self._log.info(f"{self._label}: running for {elapsed:.0f}s; {'; '.join(stages) or 'no active stage'}")
-
-    def stop(self) -> None:
-        self._done.set()
-
-
 class SessionCatalogExecutor:
     def __init__(self, spark: SparkSession, table: SessionCatalogTable, request: PhaseRequest, log: Reporter) -> None:
         self.spark = spark
         self.table = table
         self.request = request
         self.log = log
-        self.catalog = CatalogClient(spark)
+        self.catalog = CatalogClient(spark, scratch_database=table.target.database)
         self.outcome: Outcome | None = None
         self.reached = "new"
         self.published = False
@@ -406,15 +377,8 @@ class SessionCatalogExecutor:
         if self.request.sql is None:
             raise InvalidInputError("no SQL was sent for this transaction")
         staging = self.table.staging_table()
-        context = self.spark.sparkContext
-        context.setJobDescription(f"airflow-ctas prepare {self.table.target}")
-        progress = _StageProgress(self.spark, self.log, "prepare")
-        progress.start()
-        try:
+        with self.catalog.engine.progress(f"prepare {self.table.target}", self.log):
             result = self.spark.sql(f"INSERT INTO {staging.quoted} BY NAME {as_subquery(self.request.sql)}")
-        finally:
-            progress.stop()
-            context.setJobDescription(None)  # type: ignore[arg-type]
         metrics = self._write_metrics(result)
         if "row_count" not in metrics:
             metrics["row_count"] = int(self.spark.table(staging.qualified).count())
@@ -424,19 +388,11 @@ class SessionCatalogExecutor:
         self._fault("after_prepare")
 
     def _write_metrics(self, result: DataFrame) -> dict[str, int]:
-        """Rows, files and bytes from the write command's own SQL metrics (no second pass over data)."""
-        names = {"numOutputRows": "row_count", "numFiles": "files", "numOutputBytes": "bytes"}
-        found: dict[str, int] = {}
         try:
-            plan = result._jdf.queryExecution().executedPlan().commandPhysicalPlan()
-            iterator = plan.metrics().iterator()
-            while iterator.hasNext():
-                entry = iterator.next()
-                if entry._1() in names:
-                    found[names[entry._1()]] = int(entry._2().value())
+            return self.catalog.engine.write_metrics(result)
         except Exception as exc:
             self.log.warning(f"could not read write metrics ({first_line(exc)}); counting rows instead")
-        return found
+            return {}
 
     # -- commit --------------------------------------------------------------------------------
 
@@ -641,19 +597,24 @@ class SessionCatalogExecutor:
         current = self.catalog.partitions(target, columns)
         switched: list[tuple[tuple[str, ...], str | None]] = []
         started = time.monotonic()
+        added = sorted((v, loc) for v, loc in staged_partitions.items() if v not in current)
         try:
-            for values, location in sorted(staged_partitions.items()):
-                clause = self._partition_clause(columns, values)
-                if values in current:
-                    self.catalog.sql(
-                        f"ALTER TABLE {target.quoted} {clause} SET LOCATION {sql_string_literal(location)}"
-                    )
-                else:
-                    self.catalog.sql(
-                        f"ALTER TABLE {target.quoted} ADD {clause} LOCATION {sql_string_literal(location)}"
-                    )
-                switched.append((values, current.get(values)))
+            if added:  # one metastore call (add_partitions), all or nothing
+                clauses = " ".join(
+                    f"{self._partition_clause(columns, values)} LOCATION {sql_string_literal(location)}"
+                    for values, location in added
+                )
+                self.catalog.sql(f"ALTER TABLE {target.quoted} ADD {clauses}")
+                switched += [(values, None) for values, _ in added]
                 self._fault("publish_between_partitions")
+            existing = {v: loc for v, loc in staged_partitions.items() if v in current}
+            if existing:
+
+                def record(values: list[tuple[str, ...]]) -> None:
+                    switched.extend((v, current[v]) for v in values)
+                    self._fault("publish_between_partitions")
+
+                self.catalog.engine.set_partition_locations(target, columns, existing, record)
             if self._own_staging() is None:
                 raise FencedError(f"a newer try took over while try {self.table.try_number} published; undone")
         except Exception as exc:
@@ -857,7 +818,7 @@ class SessionCatalogExecutor:
         touched = []
         location = self.catalog.db_location(self.table.target.database)
         live = self.catalog.live_locations(self.table.target)
-        for name in self.catalog.fs.list_names(location):
+        for name in self.catalog.fs.list_names(location, markers.name_pattern(self.table.txn_id)):
             parsed = markers.parse_reserved_name(name)
             if not parsed or parsed.tag != markers.txn_tag(self.table.txn_id) or parsed.try_number > up_to:
                 continue

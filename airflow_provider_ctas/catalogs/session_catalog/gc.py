@@ -20,7 +20,7 @@ from airflow_provider_ctas.core.identifiers import TableRef, validate_name
 if TYPE_CHECKING:
     from pyspark.sql import SparkSession
 
-    from airflow_provider_ctas.catalogs.session_catalog.executor import Reporter
+    from airflow_provider_ctas.spark.engine import Reporter
 
 
 def parse_time(text: str | None) -> datetime | None:

@@ -1,0 +1,90 @@
+"""A Spark Connect server from pyspark's own jars, on 127.0.0.1, for ``spark_connect`` connections.
+
+    python -m airflow_provider_ctas.local.connect_server start --root .ctas-local/connect --port 15002
+    python -m airflow_provider_ctas.local.connect_server stop --root .ctas-local/connect
+
+The server is one Spark driver (``local[N]`` by default, or any master) that reads its catalog
+settings from ``SPARK_CONF_DIR`` like any other Spark application; point that at a directory
+written by ``airflow_provider_ctas.local.metastore`` to share a metastore with other Spark jobs.
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+from airflow_provider_ctas.local.metastore import free_port, spark_home, stop_pid_file, wait_for_port
+
+SERVER_CLASS = "org.apache.spark.sql.connect.service.SparkConnectServer"
+
+
+class ConnectServer:
+    def __init__(
+        self, root: Path, port: int | None = None, master: str = "local[2]", conf: dict[str, str] | None = None
+    ) -> None:
+        self.root = root.resolve()
+        self.port = port or free_port()
+        self.master = master
+        self.conf = dict(conf or {})
+
+    @property
+    def url(self) -> str:
+        return f"sc://127.0.0.1:{self.port}"
+
+    @property
+    def pid_file(self) -> Path:
+        return self.root / "connect.pid"
+
+    def command(self) -> list[str]:
+        conf = {
+            "spark.connect.grpc.binding.address": "127.0.0.1",
+            "spark.connect.grpc.binding.port": str(self.port),
+            "spark.ui.enabled": "false",
+            **self.conf,
+        }
+        options = [item for key, value in conf.items() for item in ("--conf", f"{key}={value}")]
+        return [
+            str(spark_home() / "bin" / "spark-submit"),
+            "--master", self.master,
+            "--class", SERVER_CLASS,
+            "--name", "airflow-ctas-connect-server",
+            *options,
+            "spark-internal",
+        ]  # fmt: skip
+
+    def start(self, timeout: float = 180) -> ConnectServer:
+        self.root.mkdir(parents=True, exist_ok=True)
+        env = {**os.environ, "SPARK_LOCAL_IP": "127.0.0.1", "SPARK_HOME": str(spark_home())}
+        log = open(self.root / "connect.log", "ab")  # noqa: SIM115 - handed to the child process
+        process = subprocess.Popen(
+            self.command(), stdout=log, stderr=subprocess.STDOUT, env=env, start_new_session=True, cwd=self.root
+        )
+        self.pid_file.write_text(str(process.pid))
+        wait_for_port(self.port, timeout, process)
+        return self
+
+    def stop(self) -> None:
+        stop_pid_file(self.pid_file)
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("action", choices=["start", "stop"])
+    parser.add_argument("--root", type=Path, default=Path(".ctas-local/connect"))
+    parser.add_argument("--port", type=int, default=15002)
+    parser.add_argument("--master", default="local[2]")
+    args = parser.parse_args(argv)
+    server = ConnectServer(args.root, args.port, args.master)
+    if args.action == "stop":
+        server.stop()
+        return 0
+    server.start()
+    print(f"Spark Connect server at {server.url} (log {server.root / 'connect.log'})")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,229 @@
+"""What differs between a classic SparkSession (spark-submit's driver) and a Spark Connect session.
+
+The phases are the same code for both; they reach the JVM-only parts (Hadoop FileSystem, the
+external catalog's partition listing, the status tracker, write metrics) only through here.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import threading
+import time
+from collections.abc import Callable, Iterator
+from typing import TYPE_CHECKING, Any, Protocol
+from urllib.parse import unquote
+
+from airflow_provider_ctas.core.identifiers import TableRef, quote, sql_string_literal
+from airflow_provider_ctas.spark.filesystem import ConnectFileSystem, FileSystem, HadoopFileSystem
+
+if TYPE_CHECKING:
+    from pyspark.sql import DataFrame, SparkSession
+
+PROGRESS_INTERVAL_SECONDS = 15.0
+# Environment variables with which pyspark's SparkSession.builder makes a Spark Connect session.
+CONNECT_MODE_VARIABLES = ("SPARK_CONNECT_MODE_ENABLED", "SPARK_REMOTE")
+JOB_GROUP = "airflow-ctas"
+Switched = Callable[[list[tuple[str, ...]]], None]
+"""Told which partitions now point at their new location, after each metastore call."""
+
+
+class Reporter(Protocol):
+    def info(self, message: str) -> None: ...
+
+    def warning(self, message: str) -> None: ...
+
+
+def is_connect(spark: SparkSession) -> bool:
+    return type(spark).__module__.startswith("pyspark.sql.connect")
+
+
+class _Throttled:
+    """Logs at most every PROGRESS_INTERVAL_SECONDS what a long write is doing."""
+
+    def __init__(self, log: Reporter, label: str) -> None:
+        self.log, self.label = log, label
+        self.since = self.last = time.monotonic()
+
+    def due(self) -> bool:
+        now = time.monotonic()
+        if now - self.last < PROGRESS_INTERVAL_SECONDS:
+            return False
+        self.last = now
+        return True
+
+    def emit(self, stages: list[str]) -> None:
+        elapsed = time.monotonic() - self.since
+        self.log.info(f"{self.label}: running for {elapsed:.0f}s; {'; '.join(stages) or 'no active stage'}")
+
+
+class ClassicEngine:
+    def __init__(self, spark: SparkSession) -> None:
+        self.spark = spark
+
+    def filesystem(self, scratch_database: str | None = None) -> FileSystem:
+        return HadoopFileSystem(self.spark)
+
+    def start(self) -> None:
+        self.spark.sparkContext.setJobGroup(JOB_GROUP, "airflow-provider-ctas")
+
+    def partitions(self, ref: TableRef, columns: list[str]) -> dict[tuple[str, ...], str]:
+        """One metastore call; Spark SQL has no statement that lists partition locations."""
+        jvm: Any = self.spark._jvm
+        external = self.spark._jsparkSession.sessionState().catalog().externalCatalog()
+        partitions = external.listPartitions(ref.database, ref.table, jvm.scala.Option.apply(None))
+        found: dict[tuple[str, ...], str] = {}
+        iterator = partitions.iterator()
+        while iterator.hasNext():
+            partition = iterator.next()
+            spec: dict[str, str] = {}
+            entries = partition.spec().iterator()
+            while entries.hasNext():
+                entry = entries.next()
+                spec[str(entry._1()).lower()] = str(entry._2())
+            found[tuple(spec[c.lower()] for c in columns)] = str(partition.location().toString())
+        return found
+
+    def set_partition_locations(
+        self, ref: TableRef, columns: list[str], locations: dict[tuple[str, ...], str], switched: Switched
+    ) -> None:
+        """Point existing partitions at new locations in one metastore call (Hive's alter_partitions).
+
+        What ``ALTER TABLE t PARTITION (...) SET LOCATION`` does for one partition, for all of them:
+        readers see either none or all of the partitions switched.
+        """
+        jvm: Any = self.spark._jvm
+        catalog = self.spark._jsparkSession.sessionState().catalog()
+        changed = jvm.java.util.ArrayList()
+        partitions = catalog.externalCatalog().listPartitions(ref.database, ref.table, jvm.scala.Option.apply(None))
+        iterator = partitions.iterator()
+        while iterator.hasNext():
+            partition = iterator.next()
+            spec: dict[str, str] = {}
+            entries = partition.spec().iterator()
+            while entries.hasNext():
+                entry = entries.next()
+                spec[str(entry._1()).lower()] = str(entry._2())
+            location = locations.get(tuple(spec[c.lower()] for c in columns))
+            if location is None:
+                continue
+            # Case-class copies with one field replaced, whatever the field count of this Spark version.
+            storage = partition.storage()
+            fields = [storage.productElement(i) for i in range(storage.productArity())]
+            fields[0] = jvm.scala.Some(jvm.org.apache.spark.sql.catalyst.catalog.CatalogUtils.stringToURI(location))
+            parts = [partition.productElement(i) for i in range(partition.productArity())]
+            parts[1] = storage.copy(*fields)
+            changed.add(partition.copy(*parts))
+        if changed.size() != len(locations):
+            raise RuntimeError(f"{ref}: {len(locations) - changed.size()} partition(s) to switch disappeared")
+        identifier = jvm.org.apache.spark.sql.catalyst.TableIdentifier(ref.table, jvm.scala.Some(ref.database))
+        catalog.alterPartitions(identifier, jvm.scala.jdk.javaapi.CollectionConverters.asScala(changed).toList())
+        switched(sorted(locations))
+
+    @contextlib.contextmanager
+    def progress(self, label: str, log: Reporter) -> Iterator[None]:
+        context = self.spark.sparkContext
+        tracker = context.statusTracker()
+        throttle, done = _Throttled(log, label), threading.Event()
+
+        def watch() -> None:
+            while not done.wait(PROGRESS_INTERVAL_SECONDS):
+                stages = []
+                for stage_id in tracker.getActiveStageIds():
+                    info = tracker.getStageInfo(stage_id)
+                    if info is not None:
+                        stages.append(f"stage {stage_id}: {info.numCompletedTasks}/{info.numTasks} tasks done")
+                throttle.emit(stages)
+
+        context.setJobDescription(f"airflow-ctas {label}")
+        thread = threading.Thread(target=watch, daemon=True, name="airflow-ctas-progress")
+        thread.start()
+        try:
+            yield
+        finally:
+            done.set()
+            context.setJobDescription(None)  # type: ignore[arg-type]
+
+    def write_metrics(self, result: DataFrame) -> dict[str, int]:
+        """Rows, files and bytes from the write command's own SQL metrics (no second pass over data)."""
+        names = {"numOutputRows": "row_count", "numFiles": "files", "numOutputBytes": "bytes"}
+        found: dict[str, int] = {}
+        plan = result._jdf.queryExecution().executedPlan().commandPhysicalPlan()
+        iterator = plan.metrics().iterator()
+        while iterator.hasNext():
+            entry = iterator.next()
+            if entry._1() in names:
+                found[names[entry._1()]] = int(entry._2().value())
+        return found
+
+    def job_count(self) -> int | None:
+        return len(self.spark.sparkContext.statusTracker().getJobIdsForGroup(JOB_GROUP))
+
+
+class ConnectEngine:
+    def __init__(self, spark: SparkSession) -> None:
+        self.spark = spark
+
+    def filesystem(self, scratch_database: str | None = None) -> FileSystem:
+        return ConnectFileSystem(self.spark, scratch_database)
+
+    def start(self) -> None:
+        """Nothing: the runner tags the session's operations itself, to interrupt them."""
+
+    def partitions(self, ref: TableRef, columns: list[str]) -> dict[tuple[str, ...], str]:
+        """``SHOW PARTITIONS``, then one ``DESCRIBE ... PARTITION`` per partition for its location."""
+        found: dict[tuple[str, ...], str] = {}
+        for row in self.spark.sql(f"SHOW PARTITIONS {ref.quoted}").collect():
+            spec = {}
+            for pair in str(row["partition"]).split("/"):
+                key, value = pair.split("=", 1)
+                spec[unquote(key).lower()] = unquote(value)
+            clause = ", ".join(f"{quote(k)} = {sql_string_literal(v)}" for k, v in spec.items())
+            described = self.spark.sql(f"DESCRIBE TABLE EXTENDED {ref.quoted} PARTITION ({clause})").collect()
+            # The partition's own section comes before the table's; its Location row is the first.
+            location = next(r["data_type"] for r in described if r["col_name"] == "Location")
+            found[tuple(spec[c.lower()] for c in columns)] = str(location)
+        return found
+
+    def set_partition_locations(
+        self, ref: TableRef, columns: list[str], locations: dict[tuple[str, ...], str], switched: Switched
+    ) -> None:
+        """One ``ALTER TABLE ... PARTITION (...) SET LOCATION`` per partition: SQL has no batch form."""
+        for values, location in sorted(locations.items()):
+            clause = ", ".join(f"{quote(c)} = {sql_string_literal(v)}" for c, v in zip(columns, values, strict=True))
+            self.spark.sql(f"ALTER TABLE {ref.quoted} PARTITION ({clause}) SET LOCATION {sql_string_literal(location)}")
+            switched([values])
+
+    @contextlib.contextmanager
+    def progress(self, label: str, log: Reporter) -> Iterator[None]:
+        throttle = _Throttled(log, label)
+
+        def handler(stages: Any, inflight_tasks: int, operation_id: str | None, done: bool) -> None:
+            if done or not throttle.due():
+                return
+            throttle.emit(
+                [
+                    f"stage {s.stage_id}: {s.num_completed_tasks}/{s.num_tasks} tasks done"
+                    for s in stages or []
+                    if not s.done
+                ]
+            )
+
+        self.spark.registerProgressHandler(handler)  # type: ignore[arg-type]
+        try:
+            yield
+        finally:
+            self.spark.removeProgressHandler(handler)  # type: ignore[arg-type]
+
+    def write_metrics(self, result: DataFrame) -> dict[str, int]:
+        """Spark Connect returns no metrics for a write command; the caller counts the rows."""
+        return {}
+
+    def job_count(self) -> int | None:
+        return None
+
+
+Engine = ClassicEngine | ConnectEngine
+
+
+def engine_for(spark: SparkSession) -> Engine:
+    return ConnectEngine(spark) if is_connect(spark) else ClassicEngine(spark)

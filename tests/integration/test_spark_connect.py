@@ -1,0 +1,116 @@
+"""The guarantees over Spark Connect (``spark_connect`` connections): the same phases, no spark-submit.
+
+Fault injection over Connect (killed task processes, on_kill) is in the fault matrix, cells
+``connect-*``.
+"""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from urllib.parse import urlparse
+
+import pytest
+
+from airflow_provider_ctas.core import markers
+from tests.support.catalog import count, fresh, leftovers, location, properties, table_exists
+from tests.support.dags import make_dag, run_dag, xcom_value
+from tests.support.faults import Reader, check_observations
+from tests.support.fixtures import CONNECT_CONN_ID
+from tests.support.processes import find_processes
+
+pytestmark = [pytest.mark.integration, pytest.mark.slow]
+
+
+def transaction(dag_id: str, run_id: str) -> dict:
+    value = xcom_value(dag_id, run_id, "ctas_transaction")
+    assert value is not None
+    return value
+
+
+def test_create_over_connect_is_atomic(stack, connect_server, spark, database):
+    target = f"{database}.orders"
+    sql = "SELECT id, CAST(id % 3 AS STRING) AS country, id * 1.5 AS amount FROM range(0, 5000, 1, 4)"
+    dag = make_dag("connect_create", target_table=target, sql=sql, conn_id=CONNECT_CONN_ID, partition_by=["country"])
+    reader = Reader(spark, target, interval=0.1).start()
+    run = run_dag(dag)
+    values = reader.stop()
+
+    assert run.task_state == "success"
+    assert check_observations(values, {"missing", 5000}, 5000) is None, values
+    assert values[-1] == 5000
+    txn = transaction("connect_create", run.run_id)
+    assert txn["details"]["row_count"] == 5000
+    assert txn["details"]["publish"]["mechanism"] == "rename"
+    assert properties(spark, target)[markers.TXN_ID] == txn["txn_id"]
+    assert leftovers(spark, database) == []
+    assert not find_processes("org.apache.spark.deploy.SparkSubmit", target), "no spark-submit over Connect"
+    # The same process then runs a spark-submit task: Connect mode must not leak into its driver.
+    after = run_dag(make_dag("submit_after_connect", target_table=f"{database}.after", sql="SELECT 1 AS one"))
+    assert after.task_state == "success"
+
+
+def test_replace_over_connect_flips_and_deletes_what_it_superseded(stack, connect_server, spark, database, monkeypatch):
+    target = f"{database}.dim"
+    first = run_dag(make_dag("connect_replace_1", target_table=target, mode="replace", sql="SELECT id FROM range(300)",
+                             conn_id=CONNECT_CONN_ID))  # fmt: skip
+    first_dir = location(spark, target)
+    monkeypatch.setenv("AIRFLOW_CTAS_FAULTS", json.dumps({"after_prepare": {"sleep": 3}}))
+    reader = Reader(spark, target, interval=0.1).start()
+    second = run_dag(make_dag("connect_replace_2", target_table=target, mode="replace",
+                              sql="SELECT id FROM range(1234)", conn_id=CONNECT_CONN_ID))  # fmt: skip
+    values = reader.stop()
+
+    assert first.task_state == second.task_state == "success"
+    assert check_observations(values, {300, 1234}, 1234) is None, values
+    assert values.count(300) > 5, "the reader watched the old version while the job ran"
+    txn = transaction("connect_replace_2", second.run_id)
+    assert txn["details"]["publish"]["mechanism"] == "flip"
+    assert txn["details"]["publish"]["seconds"] < 1.0
+    assert not first_dir.exists(), "the superseded version (created by this provider) is deleted by the metastore"
+    new_dir = location(spark, target)
+    parts = sorted((new_dir / markers.MARKER_FILE).glob("part-*"), key=lambda p: (p.stat().st_mtime, p.name))
+    assert len(parts) == 2, "over Connect a marker is a directory; publishing added a newer part"
+    marker = markers.MarkerFile.parse(parts[-1].read_text())
+    assert marker is not None and marker.txn_id == txn["txn_id"] and marker.published_at
+    assert leftovers(spark, database) == []
+
+
+def test_overwrite_partitions_over_connect(stack, connect_server, spark, database):
+    target = f"{database}.events"
+
+    def day(dag_id: str, ds: str, rows: int):
+        sql = f"SELECT id, '{ds}' AS ds FROM range({rows})"
+        dag = make_dag(dag_id, target_table=target, mode="overwrite_partitions", partition_by=["ds"], sql=sql,
+                       conn_id=CONNECT_CONN_ID)  # fmt: skip
+        return run_dag(dag)
+
+    assert day("connect_parts_1", "2024-01-01", 100).task_state == "success"
+    assert day("connect_parts_2", "2024-01-02", 50).task_state == "success"
+    old = Path(urlparse(_partition_location(spark, target, "2024-01-01")).path)
+    again = day("connect_parts_3", "2024-01-01", 130)
+
+    assert again.task_state == "success"
+    assert transaction("connect_parts_3", again.run_id)["details"]["publish"]["partitions"] == ["ds=2024-01-01"]
+    assert count(spark, target, "ds = '2024-01-01'") == 130
+    assert count(spark, target, "ds = '2024-01-02'") == 50
+    assert not old.exists(), "the superseded partition's data is deleted"
+    assert leftovers(spark, database) == []
+
+
+def _partition_location(spark, target: str, ds: str) -> str:
+    rows = fresh(spark).sql(f"DESCRIBE TABLE EXTENDED {target} PARTITION (ds = '{ds}')").collect()
+    return next(r["data_type"] for r in rows if r["col_name"] == "Location")
+
+
+def test_bad_query_over_connect_fails_and_leaves_nothing(stack, connect_server, spark, database):
+    target = f"{database}.broken"
+    sql = "SELECT id, CAST(CASE WHEN id > 5 THEN raise_error('boom') END AS STRING) AS x FROM range(10)"
+    run = run_dag(make_dag("connect_bad", retries=1, target_table=target, sql=sql, conn_id=CONNECT_CONN_ID))
+
+    assert run.task_state == "failed" and run.try_number == 2, "a failed job is retried, then fails"
+    txn = transaction("connect_bad", run.run_id)
+    assert txn["state"] == "aborted"
+    assert "boom" in txn["details"]["error"]["message"]
+    assert not table_exists(spark, target)
+    assert leftovers(spark, database) == []
