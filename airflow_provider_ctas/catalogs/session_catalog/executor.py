@@ -456,29 +456,39 @@ class SessionCatalogExecutor:
             return []
 
     def _publish_by_rename(self, report: PhaseReport) -> None:
-        from pyspark.errors import AnalysisException
-
         staging, target = self.table.staging_table(), self.table.target
         started = time.monotonic()
         try:
             self.catalog.rename(staging, target)
-        except AnalysisException as exc:
-            condition = error_condition(exc)
-            if condition.startswith("TABLE_OR_VIEW_ALREADY_EXISTS"):
+        except Exception as exc:
+            # A concurrent creator that wins the rename shows up as TABLE_OR_VIEW_ALREADY_EXISTS, as
+            # LOCATION_ALREADY_EXISTS (its directory moved, its metastore commit not yet visible) or as
+            # the metastore's own "new table ... already exists": all three are a lost race once the
+            # target is there.
+            if self._target_appeared():
                 self._lost_race(report)
                 return
-            raise PublishError(f"could not rename {staging} to {target}: {first_line(exc)}") from exc
-        except Exception as exc:
             if error_condition(exc).startswith("LOCATION_ALREADY_EXISTS"):
-                raise LeftoverError(
-                    f"{target}'s directory appeared while this task ran and blocks the publish: {first_line(exc)}"
-                ) from exc
-            raise
+                location = f"{self.catalog.db_location(target.database)}/{target.table}"
+                if self.catalog.read_marker(location) is None:
+                    raise LeftoverError(
+                        f"{target}'s directory appeared while this task ran and blocks the publish: {first_line(exc)}"
+                    ) from exc
+            raise PublishError(f"could not rename {staging} to {target}: {first_line(exc)}") from exc
         seconds = time.monotonic() - started
         self.published = True
         self.outcome = Outcome.PUBLISHED
         self.details["publish"] = {"mechanism": Publish.RENAME.value, "seconds": round(seconds, 3)}
         report.touched.append(f"{staging} -> {target} (renamed in {seconds:.3f}s)")
+
+    def _target_appeared(self, wait_seconds: float = 10.0) -> bool:
+        """Whether the target exists, waiting briefly for a concurrent rename's metastore commit."""
+        deadline = time.monotonic() + wait_seconds
+        while self.catalog.table_info(self.table.target) is None:
+            if time.monotonic() >= deadline:
+                return False
+            time.sleep(0.5)
+        return True
 
     def _lost_race(self, report: PhaseReport) -> None:
         """The target appeared between begin and publish: somebody else won."""
