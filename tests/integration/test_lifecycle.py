@@ -13,6 +13,7 @@ from airflow_provider_ctas.operators import XCOM_KEY
 from tests.support.catalog import count, fresh, leftovers, location, properties, table_exists
 from tests.support.dags import make_dag, run_dag, state_store_value, xcom_value
 from tests.support.faults import Reader
+from tests.support.fixtures import CONNECT_CONN_ID
 from tests.support.processes import kill_spark_driver, wait_for_line
 
 pytestmark = pytest.mark.integration
@@ -209,18 +210,24 @@ def test_replace_with_new_shape_needs_allow_swap(stack, spark, database):
     assert leftovers(spark, database) == []
 
 
-def test_replace_swap_when_allowed(stack, spark, database, monkeypatch):
+@pytest.mark.parametrize("conn_id", ["spark_default", CONNECT_CONN_ID])
+def test_replace_swap_when_allowed(stack, spark, database, monkeypatch, conn_id, request):
+    if conn_id == CONNECT_CONN_ID:
+        request.getfixturevalue("connect_server")
     target = f"{database}.swapped"
-    created = run_dag(make_dag("swap_seed", target_table=target, sql="SELECT id FROM range(300)"))
+    created = run_dag(
+        make_dag(f"swap_seed_{conn_id}", target_table=target, sql="SELECT id FROM range(300)", conn_id=conn_id)
+    )
     assert created.task_state == "success"
     monkeypatch.setenv("AIRFLOW_CTAS_FAULTS", json.dumps({"after_prepare": {"sleep": 3}}))
     dag = make_dag(
-        "swap_allowed",
+        f"swap_allowed_{conn_id}",
         target_table=target,
         mode="replace",
         allow_swap=True,
         partition_by=["part"],
         sql="SELECT id, id % 4 AS part FROM range(1234)",
+        conn_id=conn_id,
     )
     reader = Reader(spark, target, interval=0.05, tail=1).start()
     run = run_dag(dag)
@@ -232,7 +239,7 @@ def test_replace_swap_when_allowed(stack, spark, database, monkeypatch):
     assert values[0] == 300 and values[-1] == 1234
     window = {0, "missing", "files-gone"}
     assert set(values) <= {300, 1234} | window, f"a reader saw a partial version: {set(values)}"
-    txn = transaction("swap_allowed", run.run_id)
+    txn = transaction(f"swap_allowed_{conn_id}", run.run_id)
     assert txn["details"]["publish"]["mechanism"] == "swap"
     gap = [(started, finished) for started, finished, v in seen if v in window]
     if gap:  # the documented window, only around the publish: a read that saw it overlapped the publish
@@ -243,18 +250,25 @@ def test_replace_swap_when_allowed(stack, spark, database, monkeypatch):
 
 
 @pytest.mark.parametrize(
-    ("mode", "allow_swap", "fault"),
-    [("replace", False, "before_publish"), ("replace", True, "publish_after_move_aside")],
+    ("mode", "allow_swap", "fault", "conn_id"),
+    [
+        ("replace", False, "before_publish", "spark_default"),
+        ("replace", True, "publish_after_move_aside", "spark_default"),
+        ("replace", False, "before_publish", CONNECT_CONN_ID),
+        ("replace", True, "publish_after_move_aside", CONNECT_CONN_ID),
+    ],
 )
 def test_failed_replace_publish_fails_the_task_and_keeps_the_old_version(
-    stack, spark, database, monkeypatch, mode, allow_swap, fault
+    stack, spark, database, monkeypatch, mode, allow_swap, fault, conn_id, request
 ):
+    if conn_id == CONNECT_CONN_ID:
+        request.getfixturevalue("connect_server")
     target = f"{database}.kept_{fault}"
     spark.sql(f"CREATE TABLE {target} USING parquet TBLPROPERTIES ('v'='1') AS SELECT id FROM range(50)")
     monkeypatch.setenv("AIRFLOW_CTAS_FAULTS", json.dumps({fault: {"raise": "metastore hiccup"}}))
     sql = "SELECT id, 1 AS extra FROM range(99)" if allow_swap else "SELECT id FROM range(99)"
-    dag_id = f"publish_fails_{fault}"
-    dag = make_dag(dag_id, target_table=target, mode=mode, allow_swap=allow_swap, sql=sql)
+    dag_id = f"publish_fails_{fault}_{conn_id}"
+    dag = make_dag(dag_id, target_table=target, mode=mode, allow_swap=allow_swap, sql=sql, conn_id=conn_id)
     run = run_dag(dag)
 
     assert run.task_state == "failed"
