@@ -1,0 +1,56 @@
+"""The benchmark's report logic: ratios only ever compare runs of one session."""
+
+from __future__ import annotations
+
+import importlib.util
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+_SPEC = importlib.util.spec_from_file_location(
+    "ctas_benchmark", Path(__file__).resolve().parents[2] / "benchmarks" / "ctas_benchmark.py"
+)
+assert _SPEC is not None and _SPEC.loader is not None
+bench = importlib.util.module_from_spec(_SPEC)
+_SPEC.loader.exec_module(bench)
+
+
+def run(size: int, approach: str, wall: float, **extra: Any) -> dict[str, Any]:
+    return {"size": size, "approach": approach, "wall_seconds": wall, "bytes": 100, "peak_rss_mb": 200.0,
+            "spark_submits": 1, **extra}  # fmt: skip
+
+
+def session(machine: str, date: str, runs: list[dict[str, Any]]) -> dict[str, Any]:
+    return {"machine": machine, "date": date, "repeats": 1, "runs": runs}
+
+
+def test_a_size_measured_in_two_sessions_is_refused():
+    first = session("m", "d1", [run(10**6, "plain", 10.0)])
+    second = session("m", "d2", [run(10**6, "plain", 20.0)])
+    with pytest.raises(SystemExit, match="1e6 is in two saved runs"):
+        bench.merge([first, second])
+
+
+def test_sessions_on_different_machines_name_their_machine():
+    data = bench.merge(
+        [session("fast", "d1", [run(10**6, "plain", 10.0)]), session("slow", "d2", [run(10**8, "plain", 90.0)])]
+    )
+    assert data["machine"] is None
+    assert data["sessions"][0].startswith("d1 on fast, sizes 1e6")
+    assert data["sessions"][1].startswith("d2 on slow, sizes 1e8")
+    assert bench.merge([session("m", "d1", [run(10**6, "plain", 1.0)])])["machine"] == "m"
+
+
+def test_ratio_is_to_the_plain_median_of_the_same_size():
+    runs = [
+        run(10**6, "plain", 10.0),
+        run(10**6, "plain", 12.0),
+        run(10**6, "atomic_create", 11.0, publish_seconds=0.4, publish_mechanism="rename"),
+        run(10**7, "plain", 50.0),
+        run(10**7, "atomic_create", 55.0, publish_seconds=0.5, publish_mechanism="rename"),
+    ]
+    rows = {(r["size"], r["approach"]): r for r in bench.summarize(bench.merge([session("m", "d", runs)]))}
+    assert rows[(10**6, "atomic_create")]["ratio"] == pytest.approx(1.0)
+    assert rows[(10**7, "atomic_create")]["ratio"] == pytest.approx(1.1)
+    assert rows[(10**7, "atomic_create")]["publish"] == pytest.approx(0.5)
