@@ -247,6 +247,7 @@ def summarize(data: dict[str, Any]) -> list[dict[str, Any]]:
             written = statistics.median(r["bytes"] for r in runs)
             rss = statistics.median(r["peak_rss_mb"] for r in runs)
             publishes = [r["publish_seconds"] for r in runs if r.get("publish_seconds") is not None]
+            children = [r["child_peak_rss_mb"] for r in runs if "child_peak_rss_mb" in r]
             rows.append(
                 {
                     "size": size,
@@ -258,6 +259,7 @@ def summarize(data: dict[str, Any]) -> list[dict[str, Any]]:
                     "publish": statistics.median(publishes) if publishes else None,
                     "rss": rss,
                     "rss_delta": rss - base_rss if base_rss is not None else None,
+                    "child_rss": statistics.median(children) if children else None,
                     "spark_submits": max(r["spark_submits"] for r in runs),
                     "mechanism": runs[0].get("publish_mechanism") or "",
                 }
@@ -280,25 +282,28 @@ def write_report(data: dict[str, Any], rows: list[dict[str, Any]], out: Path, pl
         "- Every run is a one-task DAG run (`dag.test()`) on the embedded default: local[2] Spark via",
         "  spark-submit, embedded Derby metastore, Airflow on SQLite. Times are medians of the DAG run's",
         "  wall time. Bytes are read from the warehouse's files (plus staging a run wrote and deleted).",
-        "  RSS is the peak of the Airflow task process (the Spark JVM is its child, not counted).",
+        "  RSS is the peak of the Airflow task process (the Spark JVM is its child, not counted); the",
+        "  largest child is the peak RSS of the biggest process the task started and reaped (the Spark",
+        "  JVM of a spark-submit; none over Connect): with the task's own, what the worker hosts.",
         "- The Spark Connect rows run against a Connect server (local[2], its own embedded Derby metastore)",
         "  started once before the runs and kept up, as a Connect deployment is: they pay no JVM start,",
         "  so their ratio to (a) is below 1. Their task process hosts no JVM and submits nothing.",
         "",
         f"![ratio and publish time vs size]({plot.name})",
         "",
-        "| rows | approach | median wall | vs (a) | bytes written | vs (a) | publish | peak RSS (task) | Δ RSS vs (a) | spark-submits |",  # noqa: E501
-        "|---:|---|---:|---:|---:|---:|---:|---:|---:|---:|",
+        "| rows | approach | median wall | vs (a) | bytes written | vs (a) | publish | peak RSS (task) | Δ RSS vs (a) | largest child | spark-submits |",  # noqa: E501
+        "|---:|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|",
     ]
     for row in rows:
         publish = fmt(row["publish"], ".3f") + " s" if row["publish"] is not None else "n/a"
         if row["mechanism"]:
             publish += f" ({row['mechanism']})"
+        child = "not recorded" if row["child_rss"] is None else f"{row['child_rss']:.0f} MB"
         lines.append(
             f"| {size_label(row['size'])} | {APPROACHES[row['approach']]} | {row['wall']:.1f} s | "
             f"{fmt(row['ratio'], '.3f')} | "
             f"{row['bytes'] / 1e6:.1f} MB | {fmt(row['bytes_ratio'], '.4f')} | {publish} | {row['rss']:.0f} MB | "
-            f"{fmt(row['rss_delta'], '+.0f')} MB | {row['spark_submits']} |"
+            f"{fmt(row['rss_delta'], '+.0f')} MB | {child} | {row['spark_submits']} |"
         )
     lines += ["", "Raw runs (seconds, bytes, MB):", "", "```json", json.dumps(data["runs"], indent=1), "```", ""]
     out.write_text("\n".join(lines))

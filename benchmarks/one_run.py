@@ -3,7 +3,8 @@
     python benchmarks/one_run.py <approach> <target> <sql file> <result json>
 
 ``dag.test()`` runs the task in this very process, so this process's peak RSS is the Airflow task
-process's. A thread records every Spark JVM the task starts (spark-submit's ``SparkSubmit``).
+process's; RUSAGE_CHILDREN's peak is that of the largest process it reaped (a spark-submit's JVM:
+spark-submit execs java). ctas_benchmark.py counts spark-submits in the hook's log lines.
 Environment (AIRFLOW_HOME, SPARK_CONF_DIR, the spark connection) comes from ctas_benchmark.py.
 """
 
@@ -68,6 +69,7 @@ def main() -> int:
         "wall_seconds": wall,
         "task_seconds": (ti.end_date - ti.start_date).total_seconds(),
         "peak_rss_mb": resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024,
+        "child_peak_rss_mb": resource.getrusage(resource.RUSAGE_CHILDREN).ru_maxrss / 1024,
     }
     if approach.startswith(("atomic_", "connect_")):
         from airflow.models.xcom import XComModel

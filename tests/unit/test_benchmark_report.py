@@ -48,9 +48,11 @@ def test_ratio_is_to_the_plain_median_of_the_same_size():
         run(10**6, "plain", 12.0),
         run(10**6, "atomic_create", 11.0, publish_seconds=0.4, publish_mechanism="rename"),
         run(10**7, "plain", 50.0),
-        run(10**7, "atomic_create", 55.0, publish_seconds=0.5, publish_mechanism="rename"),
+        run(10**7, "atomic_create", 55.0, publish_seconds=0.5, publish_mechanism="rename", child_peak_rss_mb=900.0),
     ]
     rows = {(r["size"], r["approach"]): r for r in bench.summarize(bench.merge([session("m", "d", runs)]))}
     assert rows[(10**6, "atomic_create")]["ratio"] == pytest.approx(1.0)
     assert rows[(10**7, "atomic_create")]["ratio"] == pytest.approx(1.1)
     assert rows[(10**7, "atomic_create")]["publish"] == pytest.approx(0.5)
+    assert rows[(10**7, "atomic_create")]["child_rss"] == pytest.approx(900.0)
+    assert rows[(10**6, "atomic_create")]["child_rss"] is None  # runs from before it was recorded
