@@ -22,17 +22,31 @@ SERVER_CLASS = "org.apache.spark.sql.connect.service.SparkConnectServer"
 
 
 class ConnectServer:
+    """With ``token``, clients must present it (Spark's pre-shared key check); it reaches the server
+    through its environment, never its command line, and a client sends it to ``localhost`` only
+    (pyspark sends a token in clear text to no other host)."""
+
     def __init__(
-        self, root: Path, port: int | None = None, master: str = "local[2]", conf: dict[str, str] | None = None
+        self,
+        root: Path,
+        port: int | None = None,
+        master: str = "local[2]",
+        conf: dict[str, str] | None = None,
+        token: str | None = None,
     ) -> None:
         self.root = root.resolve()
         self.port = port or free_port()
         self.master = master
         self.conf = dict(conf or {})
+        self.token = token
+
+    @property
+    def host(self) -> str:
+        return "localhost" if self.token else "127.0.0.1"
 
     @property
     def url(self) -> str:
-        return f"sc://127.0.0.1:{self.port}"
+        return f"sc://{self.host}:{self.port}"
 
     @property
     def pid_file(self) -> Path:
@@ -58,6 +72,8 @@ class ConnectServer:
     def start(self, timeout: float = 180) -> ConnectServer:
         self.root.mkdir(parents=True, exist_ok=True)
         env = {**os.environ, "SPARK_LOCAL_IP": "127.0.0.1", "SPARK_HOME": str(spark_home())}
+        if self.token:
+            env["SPARK_CONNECT_AUTHENTICATE_TOKEN"] = self.token
         log = open(self.root / "connect.log", "ab")  # noqa: SIM115 - handed to the child process
         process = subprocess.Popen(
             self.command(), stdout=log, stderr=subprocess.STDOUT, env=env, start_new_session=True, cwd=self.root

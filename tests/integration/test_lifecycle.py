@@ -320,20 +320,26 @@ def test_xcom_round_trips_and_holds_no_secret(stack, spark, database, monkeypatc
             }
         ),
     )
-    target = f"{database}.secretless"
-    dag = make_dag("no_secrets", target_table=target, conn_id="spark_secret", sql="SELECT 1 AS one")
-    run = run_dag(dag)
+    assert_no_secret_at_rest(f"{database}.secretless", "spark_secret", secrets)
+
+
+def test_connect_token_stays_out_of_xcom(stack, connect_server, spark, database):
+    """The Connect server checks a token; it is the connection's password and nothing stores it."""
+    assert connect_server.token
+    assert_no_secret_at_rest(f"{database}.secretless_connect", CONNECT_CONN_ID, [connect_server.token])
+
+
+def assert_no_secret_at_rest(target: str, conn_id: str, secrets: list[str]) -> None:
+    dag_id = f"no_secrets_{conn_id}"
+    run = run_dag(make_dag(dag_id, target_table=target, conn_id=conn_id, sql="SELECT 1 AS one"))
 
     assert run.task_state == "success"
-    for stored in (
-        transaction("no_secrets", run.run_id),
-        state_store_value("no_secrets", run.run_id, XCOM_KEY),
-    ):
+    for stored in (transaction(dag_id, run.run_id), state_store_value(dag_id, run.run_id, XCOM_KEY)):
         text = json.dumps(stored)
         assert not any(secret in text for secret in secrets)
         table = load_two_phase_table(stored)
         assert load_two_phase_table(json.loads(table.to_json())) == table
-        assert table.conn_id == "spark_secret" and str(table.target) == f"spark_catalog.{target}"
+        assert table.conn_id == conn_id and str(table.target) == f"spark_catalog.{target}"
 
 
 def test_invalid_rendered_target_fails_before_spark(stack, spark, database, monkeypatch):

@@ -114,3 +114,22 @@ def test_bad_query_over_connect_fails_and_leaves_nothing(stack, connect_server, 
     assert "boom" in txn["details"]["error"]["message"]
     assert not table_exists(spark, target)
     assert leftovers(spark, database) == []
+
+
+def test_a_connection_without_the_token_is_refused_and_leaves_nothing(
+    stack, connect_server, spark, database, monkeypatch
+):
+    monkeypatch.setenv(
+        "AIRFLOW_CONN_SPARK_CONNECT_NO_TOKEN",
+        json.dumps({"conn_type": "spark_connect", "host": "127.0.0.1", "port": connect_server.port}),
+    )
+    target = f"{database}.unauthenticated"
+    run = run_dag(
+        make_dag("connect_no_token", target_table=target, sql="SELECT 1 AS one", conn_id="spark_connect_no_token")
+    )
+
+    assert run.task_state == "failed"
+    txn = transaction("connect_no_token", run.run_id)
+    assert txn["details"]["error"]["message"].startswith("UNAUTHENTICATED"), txn["details"]["error"]
+    assert not table_exists(spark, target)
+    assert leftovers(spark, database) == []

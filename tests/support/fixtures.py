@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 import os
+import secrets
 import subprocess
 import sys
 import uuid
@@ -46,12 +47,14 @@ CONNECT_CONN_ID = "spark_connect_test"
 
 @pytest.fixture(scope="session")
 def connect_server(metastore: HiveMetastore) -> Iterator[ConnectServer]:
-    """A Spark Connect server on the shared metastore, and the ``spark_connect_test`` connection to it.
+    """A token-protected Spark Connect server on the shared metastore, and the ``spark_connect_test``
+    connection to it (the token is the connection's password, as ``SparkConnectHook`` reads it).
 
     The connection lives in the environment, so trial subprocesses started afterwards inherit it.
     """
-    server = ConnectServer(SESSION_ROOT / "connect", conf={"spark.driver.memory": "1g"}).start()
-    conn = {"conn_type": "spark_connect", "host": "127.0.0.1", "port": server.port}
+    token = secrets.token_urlsafe(24)
+    server = ConnectServer(SESSION_ROOT / "connect", conf={"spark.driver.memory": "1g"}, token=token).start()
+    conn = {"conn_type": "spark_connect", "host": server.host, "port": server.port, "password": token}
     os.environ[f"AIRFLOW_CONN_{CONNECT_CONN_ID.upper()}"] = json.dumps(conn)
     yield server
     server.stop()

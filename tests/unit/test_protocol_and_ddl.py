@@ -2,6 +2,7 @@ from __future__ import annotations
 
 import json
 
+import grpc
 import pytest
 from pyspark.sql.types import (
     ArrayType,
@@ -14,9 +15,10 @@ from pyspark.sql.types import (
     TimestampNTZType,
 )
 
-from airflow_provider_ctas.catalogs.session_catalog.catalog import parse_describe
+from airflow_provider_ctas.catalogs.session_catalog.catalog import first_line, parse_describe
 from airflow_provider_ctas.catalogs.session_catalog.executor import as_subquery, clean_sql
 from airflow_provider_ctas.core.errors import CorruptStateError, InvalidInputError
+from airflow_provider_ctas.local.metastore import free_port
 from airflow_provider_ctas.spark.ddl import columns_ddl
 from airflow_provider_ctas.spark.protocol import ABORT_PHASES, RUN_PHASES, PhaseRequest, PhaseResult
 
@@ -93,3 +95,18 @@ def test_parse_describe():
     assert columns == [("a", "bigint"), ("p", "string")]
     assert partitions == ["p"]
     assert details == {"Type": "MANAGED", "Location": "file:/w/t"}
+
+
+def test_a_grpc_error_reads_as_its_status_and_details():
+    with grpc.insecure_channel(f"127.0.0.1:{free_port()}") as channel, pytest.raises(grpc.RpcError) as raised:
+        channel.unary_unary("/nobody.Here/Call")(b"", timeout=10)
+    assert first_line(raised.value).startswith("UNAVAILABLE: "), str(raised.value)
+    assert first_line(ValueError("one\ntwo")) == "one"
+
+
+def test_a_wrapped_grpc_error_reads_as_its_status_and_details():
+    text = (
+        "<_MultiThreadedRendezvous of RPC that terminated with:\n\tstatus = StatusCode.UNAUTHENTICATED\n"
+        '\tdetails = "No authentication token provided"\n\tdebug_error_string = "UNAUTHENTICATED:No auth"\n>'
+    )
+    assert first_line(RuntimeError(text)) == "UNAUTHENTICATED: No authentication token provided"

@@ -7,6 +7,7 @@ passes values as string literals.
 from __future__ import annotations
 
 import dataclasses
+import re
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from typing import TYPE_CHECKING
@@ -17,6 +18,9 @@ from airflow_provider_ctas.spark.engine import engine_for
 
 if TYPE_CHECKING:
     from pyspark.sql import Row, SparkSession
+
+GRPC_STATUS = re.compile(r"status = StatusCode\.(\w+)")
+GRPC_DETAILS = re.compile(r'details = "(.*)"')
 
 
 @dataclass
@@ -75,8 +79,15 @@ def error_condition(exc: BaseException) -> str:
 
 
 def first_line(exc: BaseException) -> str:
+    """A one-line reason. gRPC errors (raw or wrapped by pyspark) open with a bare header line,
+    ``<_InactiveRpcError of RPC that terminated with:``; their status and details follow it."""
     text = str(exc).strip()
-    return text.splitlines()[0] if text else type(exc).__name__
+    if not text:
+        return type(exc).__name__
+    status, details = GRPC_STATUS.search(text), GRPC_DETAILS.search(text)
+    if text.startswith("<_") and status and details:
+        return f"{status.group(1)}: {details.group(1)}"
+    return text.splitlines()[0]
 
 
 class CatalogClient:
