@@ -284,7 +284,10 @@ def write_report(data: dict[str, Any], rows: list[dict[str, Any]], out: Path, pl
         "  wall time. Bytes are read from the warehouse's files (plus staging a run wrote and deleted).",
         "  RSS is the peak of the Airflow task process (the Spark JVM is its child, not counted); the",
         "  largest child is the peak RSS of the biggest process the task started and reaped (the Spark",
-        "  JVM of a spark-submit; none over Connect): with the task's own, what the worker hosts.",
+        "  JVM of a spark-submit): with the task's own, what the worker hosts. Over Connect the only child",
+        "  is a short `file` command that Python's `platform.architecture()` forks from the task process",
+        "  (seen with `strace -f -e trace=execve`); a fork shares the task's pages, so that figure repeats",
+        "  part of the task's RSS and is no extra memory.",
         "- The Spark Connect rows run against a Connect server (local[2], its own embedded Derby metastore)",
         "  started once before the runs and kept up, as a Connect deployment is: they pay no JVM start,",
         "  so their ratio to (a) is below 1. Their task process hosts no JVM and submits nothing.",
@@ -323,8 +326,9 @@ def plot_results(rows: list[dict[str, Any]], plot: Path) -> None:
             continue
         sizes = [r["size"] for r in mine]
         left.plot(sizes, [r["ratio"] for r in mine], marker="o", label=title)
-        if any(r["publish"] is not None for r in mine):
-            right.plot(sizes, [r["publish"] or 0 for r in mine], marker="o", label=title)
+        published = [r for r in mine if r["publish"] is not None]
+        if published:
+            right.plot([r["size"] for r in published], [r["publish"] for r in published], marker="o", label=title)
     for axis in (left, right):
         axis.set_xscale("log")
         axis.set_xlabel("rows")
@@ -332,7 +336,8 @@ def plot_results(rows: list[dict[str, Any]], plot: Path) -> None:
     left.axhline(1.0, color="grey", linewidth=1)
     left.set_ylabel("median wall time / plain CTAS (a)")
     left.set_title("Cost relative to a plain CTAS")
-    right.set_ylabel("publish step (s)")
+    right.set_yscale("log")  # (c)'s copy grows to minutes; (b)'s sub-second steps must stay readable
+    right.set_ylabel("publish step (s, log scale)")
     right.set_title("Publish time vs data size")
     left.legend(fontsize=7)
     figure.tight_layout()
