@@ -98,6 +98,41 @@ def test_overwrite_partitions_over_connect(stack, connect_server, spark, databas
     assert leftovers(spark, database) == []
 
 
+def test_several_partitions_over_connect_switch_or_all_switch_back(stack, connect_server, spark, database, monkeypatch):
+    """Over Connect each existing partition switches in its own statement; a failure after some of
+    them ran switches every one of those back."""
+    target = f"{database}.days"
+    days = [f"2024-01-0{d}" for d in range(1, 6)]
+    sql = "SELECT id, concat('2024-01-0', CAST(id % 5 + 1 AS STRING)) AS ds FROM range({n})"
+
+    def load(dag_id: str, rows: int):
+        dag = make_dag(dag_id, target_table=target, mode="overwrite_partitions", partition_by=["ds"],
+                       sql=sql.format(n=rows), conn_id=CONNECT_CONN_ID)  # fmt: skip
+        return run_dag(dag)
+
+    assert load("connect_days_1", 50).task_state == "success"
+    before = {ds: _partition_location(spark, target, ds) for ds in days}
+
+    monkeypatch.setenv("AIRFLOW_CTAS_FAULTS", json.dumps({"publish_between_partitions": {"raise": "boom"}}))
+    failed = load("connect_days_2", 100)
+    assert failed.task_state == "failed"
+    error = transaction("connect_days_2", failed.run_id)["details"]["error"]
+    assert error["code"] == "PUBLISH_FAILED" and "switched back" in error["message"], error
+    assert {ds: _partition_location(spark, target, ds) for ds in days} == before
+    assert count(spark, target) == 50
+    assert leftovers(spark, database) == []
+
+    monkeypatch.delenv("AIRFLOW_CTAS_FAULTS")
+    ok = load("connect_days_3", 100)
+    assert ok.task_state == "success"
+    published = transaction("connect_days_3", ok.run_id)["details"]["publish"]
+    assert published["partitions"] == [f"ds={ds}" for ds in days]
+    assert count(spark, target) == 100
+    assert all(_partition_location(spark, target, ds) != before[ds] for ds in days)
+    assert not any(Path(urlparse(location).path).exists() for location in before.values()), "superseded data"
+    assert leftovers(spark, database) == []
+
+
 def _partition_location(spark, target: str, ds: str) -> str:
     rows = fresh(spark).sql(f"DESCRIBE TABLE EXTENDED {target} PARTITION (ds = '{ds}')").collect()
     return next(r["data_type"] for r in rows if r["col_name"] == "Location")
