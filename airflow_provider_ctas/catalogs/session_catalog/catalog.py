@@ -124,6 +124,17 @@ class CatalogClient:
             bucketed="Num Buckets" in rows,
         )
 
+    def properties(self, ref: TableRef) -> dict[str, str] | None:
+        """A table's properties in one statement; None when the table is gone."""
+        from pyspark.errors import AnalysisException
+
+        try:
+            return {row["key"]: row["value"] for row in self.sql(f"SHOW TBLPROPERTIES {ref.quoted}")}
+        except AnalysisException as exc:
+            if error_condition(exc).startswith("TABLE_OR_VIEW_NOT_FOUND"):
+                return None
+            raise
+
     def read_marker(self, location: str) -> markers.MarkerFile | None:
         return markers.MarkerFile.parse(self.fs.read_text(f"{location.rstrip('/')}/{markers.MARKER_FILE}"))
 

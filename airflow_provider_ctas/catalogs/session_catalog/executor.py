@@ -427,9 +427,18 @@ class SessionCatalogExecutor:
 
     def _own_staging(self) -> TableInfo | None:
         staged = self.catalog.table_info(self.table.staging_table())
-        if staged is None or not markers.owned_by(staged.properties, self.table.txn_id):
-            return None
-        return staged if markers.marker_try(staged.properties) == self.table.try_number else None
+        return staged if staged is not None and self._this_try(staged.properties) else None
+
+    def _still_own_staging(self) -> bool:
+        """The fence re-check right after a publish, which undoes the publish when it fails: one
+        catalog call (properties only), as over Spark Connect each call is a round trip."""
+        properties = self.catalog.properties(self.table.staging_table())
+        return properties is not None and self._this_try(properties)
+
+    def _this_try(self, properties: dict[str, str]) -> bool:
+        return (
+            markers.owned_by(properties, self.table.txn_id) and markers.marker_try(properties) == self.table.try_number
+        )
 
     def _record_publish(self, published_at: str) -> None:
         try:
@@ -530,7 +539,7 @@ class SessionCatalogExecutor:
         started = time.monotonic()
         self.catalog.sql(f"ALTER TABLE {target.quoted} SET LOCATION {sql_string_literal(new_location)}")
         flipped = time.monotonic()
-        if self._own_staging() is None:
+        if not self._still_own_staging():
             # A newer try revoked this one between the fence check and the flip: undo it.
             self.catalog.sql(f"ALTER TABLE {target.quoted} SET LOCATION {sql_string_literal(old_location)}")
             raise FencedError(f"a newer try took over while try {self.table.try_number} published; undone")
@@ -625,7 +634,8 @@ class SessionCatalogExecutor:
                     self._fault("publish_between_partitions")
 
                 self.catalog.engine.set_partition_locations(target, columns, existing, record)
-            if self._own_staging() is None:
+            switched_at = time.monotonic()
+            if not self._still_own_staging():
                 raise FencedError(f"a newer try took over while try {self.table.try_number} published; undone")
         except Exception as exc:
             self._revert_partitions(columns, switched)
@@ -635,7 +645,7 @@ class SessionCatalogExecutor:
                 f"switching partitions of {target} failed ({first_line(exc)}); the ones already switched were "
                 "switched back"
             ) from exc
-        seconds = time.monotonic() - started
+        seconds = switched_at - started  # as for a flip: the metastore calls, not the fence re-check
         self.published = True
         self.outcome = Outcome.PUBLISHED
         names = ["/".join(f"{c}={v}" for c, v in zip(columns, values, strict=True)) for values, _ in switched]
