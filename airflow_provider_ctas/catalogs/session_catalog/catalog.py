@@ -101,17 +101,12 @@ class CatalogClient:
         return self.spark.sql(statement).collect()
 
     def table_info(self, ref: TableRef) -> TableInfo | None:
-        from pyspark.errors import AnalysisException
-
         if not self.spark.catalog.tableExists(ref.quoted):
             return None
-        try:
-            described = self.sql(f"DESCRIBE TABLE EXTENDED {ref.quoted}")
-            props = {row["key"]: row["value"] for row in self.sql(f"SHOW TBLPROPERTIES {ref.quoted}")}
-        except AnalysisException as exc:
-            if error_condition(exc).startswith("TABLE_OR_VIEW_NOT_FOUND"):
-                return None
-            raise
+        described = self._rows_unless_gone(f"DESCRIBE TABLE EXTENDED {ref.quoted}")
+        props = self.properties(ref) if described is not None else None
+        if described is None or props is None:
+            return None
         columns, partitions, rows = parse_describe(described)
         return TableInfo(
             ref,
@@ -126,10 +121,15 @@ class CatalogClient:
 
     def properties(self, ref: TableRef) -> dict[str, str] | None:
         """A table's properties in one statement; None when the table is gone."""
+        rows = self._rows_unless_gone(f"SHOW TBLPROPERTIES {ref.quoted}")
+        return None if rows is None else {row["key"]: row["value"] for row in rows}
+
+    def _rows_unless_gone(self, statement: str) -> list[Row] | None:
+        """None when the statement's table is gone: a concurrent try may drop it at any moment."""
         from pyspark.errors import AnalysisException
 
         try:
-            return {row["key"]: row["value"] for row in self.sql(f"SHOW TBLPROPERTIES {ref.quoted}")}
+            return self.sql(statement)
         except AnalysisException as exc:
             if error_condition(exc).startswith("TABLE_OR_VIEW_NOT_FOUND"):
                 return None
