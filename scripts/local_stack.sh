@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # A realistic local stack, the one the backfill tests use: a Hive Metastore service (Derby, from
 # pyspark's jars), a Spark standalone master and worker, and Airflow's API server, scheduler
-# (LocalExecutor) and DAG processor on a PostgreSQL database. All bound to 127.0.0.1, all state under
+# (LocalExecutor) and DAG processor on a PostgreSQL database (scripts/postgres.sh: the one on
+# 127.0.0.1:5432, or a private one it installs and starts). All bound to 127.0.0.1, all state under
 # .ctas-local/stack/.
 #
 #   bash scripts/local_stack.sh start     # then: source .ctas-local/stack/airflow/env.sh
@@ -14,6 +15,7 @@ DATABASE="${CTAS_STACK_DATABASE:-ctas_airflow}"
 case "${1:-}" in
   start)
     bash scripts/setup.sh
+    bash scripts/postgres.sh start >/dev/null
     export PATH="$PWD/.venv/bin:$PATH"
     python -m airflow_provider_ctas.local.metastore start --root "$ROOT/hms" --port 9083 \
       --spark-conf-dir "$ROOT/spark-conf"
@@ -35,6 +37,7 @@ case "${1:-}" in
     python -m airflow_provider_ctas.local.airflow_services stop --root "$ROOT/airflow"
     python -m airflow_provider_ctas.local.cluster stop --root "$ROOT/cluster"
     python -m airflow_provider_ctas.local.metastore stop --root "$ROOT/hms"
+    bash scripts/postgres.sh stop >/dev/null
     ;;
   *)
     echo "usage: $0 start|stop" >&2

@@ -1,6 +1,8 @@
 #!/usr/bin/env bash
 # Install everything this project needs on a fresh Debian machine with Python 3.11:
-# Java 17 (apt-get, only if missing), uv, and the locked Python environment in .venv.
+# Java 17 (apt-get, only if missing), uv, the locked Python environment in .venv, and the pinned jars
+# of scripts/jars.lock (Maven, from apt-get if missing, fetches them once into a cache).
+# PostgreSQL, for the scheduler tests and the local stack, is scripts/postgres.sh's.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
@@ -16,3 +18,8 @@ fi
 # The lock file pins every package CI tested; --frozen refuses to change it.
 UV_PYTHON_DOWNLOADS=never python3 -m uv sync --frozen --python python3.11 --quiet
 echo "setup: .venv ready ($(.venv/bin/python -c 'import airflow, pyspark; print("airflow", airflow.__version__, "pyspark", pyspark.__version__)'))"
+if grep -qvE '^[[:space:]]*(#|$)' scripts/jars.lock && ! command -v mvn >/dev/null 2>&1; then
+  echo "setup: installing Maven (fetches the jars of scripts/jars.lock)"
+  apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq maven
+fi
+.venv/bin/python scripts/fetch_jars.py >/dev/null

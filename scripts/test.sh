@@ -5,6 +5,10 @@ set -euo pipefail
 cd "$(dirname "$0")/.."
 bash scripts/setup.sh
 export PATH="$PWD/.venv/bin:$PATH"
+# The scheduler tests keep Airflow's metadata in PostgreSQL: use the one on 5432 or start a private one.
+if [ "$(bash scripts/postgres.sh start)" = started ]; then
+  trap 'bash scripts/postgres.sh stop >/dev/null' EXIT
+fi
 ruff check .
 ruff format --check .
 mypy

@@ -22,7 +22,7 @@ import pytest
 from airflow_provider_ctas.local.airflow_services import AirflowServices
 from airflow_provider_ctas.local.cluster import StandaloneCluster
 from airflow_provider_ctas.local.postgres import create_database, drop_database
-from tests.support.catalog import count, fresh, leftovers
+from tests.support.catalog import count, fresh, leftovers, partition_locations
 from tests.support.faults import classify_read_error
 
 # 42 task runs on 2 cores: about 11 minutes alone, longer beside the rest of the suite.
@@ -112,6 +112,32 @@ def wait_for_runs(services: AirflowServices, dag_id: str, expect: int, timeout: 
     raise TimeoutError(f"{dag_id}: runs did not finish in {timeout}s: {dag_runs(services, dag_id)}")
 
 
+def task_log_lines(services: AirflowServices, dag_id: str, run_id: str) -> list[str]:
+    """What the provider and Airflow said about a run's task: its ``[airflow-ctas]`` lines and errors, per try."""
+    folder = services.root / "logs" / f"dag_id={dag_id}" / f"run_id={run_id}" / "task_id=ctas"
+    lines = []
+    for attempt in sorted(folder.glob("attempt=*.log")):
+        lines.append(f"--- {attempt.name}")
+        for line in attempt.read_text(errors="replace").splitlines():
+            if any(word in line for word in ("[airflow-ctas]", "Error", "error_code", "Task failed", "state")):
+                lines.append(line[:400])
+    return lines or [f"(no task log under {folder})"]
+
+
+def explain(services: AirflowServices, spark: Any, table: str, runs: dict[str, dict[str, str]], reader: Any) -> str:
+    """Everything needed to tell a failed run from an unreadable partition, for an assertion message."""
+    parts = []
+    for dag_id, states in runs.items():
+        for run_id, state in sorted(states.items()):
+            if state != "success":
+                parts.append(f"== {dag_id} {run_id}: {state}\n" + "\n".join(task_log_lines(services, dag_id, run_id)))
+    listed = partition_locations(spark, table) if fresh(spark).catalog.tableExists(table) else {}
+    parts.append("== partitions the metastore lists:\n" + "\n".join(f"{k} -> {v}" for k, v in sorted(listed.items())))
+    parts.append(f"== the reader saw: { ({k: sorted(set(v)) for k, v in sorted(reader.seen.items())}) }")
+    parts.append(f"== reader errors: {reader.errors[:5]}")
+    return "\n".join(parts)
+
+
 class PartitionReader:
     """Samples every partition's row count from the test's Spark session while backfills run."""
 
@@ -165,8 +191,12 @@ def test_backfill_then_reprocess_is_atomic_per_partition(realistic, spark, datab
             dag_id: wait_for_runs(services, dag_id, DAYS, 1800) for dag_id in ("backfill_partitions", "backfill_tables")
         }
         pass1 = time.monotonic() - started
+        assert all(state == "success" for runs in first.values() for state in runs.values()), explain(
+            services, spark, events, first, reader
+        )
         for day in range(1, DAYS + 1):
-            assert count(spark, events, f"ds = '2024-01-{day:02d}'") == expected(1, day)
+            got = count(spark, events, f"ds = '2024-01-{day:02d}'")
+            assert got == expected(1, day), f"day {day}: {got} rows\n" + explain(services, spark, events, first, reader)
             assert count(spark, f"{database}.daily_202401{day:02d}") == expected(1, day)
 
         services.airflow("variables", "set", "ctas_pass", "2")
@@ -180,12 +210,15 @@ def test_backfill_then_reprocess_is_atomic_per_partition(realistic, spark, datab
         second = wait_for_runs(services, "backfill_partitions", DAYS, 1800)
         pass2 = time.monotonic() - reprocess_started
 
-    assert all(state == "success" for runs in first.values() for state in runs.values()), first
     failed = sorted(run for run, state in second.items() if state == "failed")
-    assert failed == [f"backfill__2024-01-{FAIL_DAY:02d}T00:00:00+00:00"], second
+    assert failed == [f"backfill__2024-01-{FAIL_DAY:02d}T00:00:00+00:00"], explain(
+        services, spark, events, {"backfill_partitions": second}, reader
+    )
     for day in range(1, DAYS + 1):
-        want = expected(1 if day == FAIL_DAY else 2, day)
-        assert count(spark, events, f"ds = '2024-01-{day:02d}'") == want, f"day {day}"
+        want, got = expected(1 if day == FAIL_DAY else 2, day), count(spark, events, f"ds = '2024-01-{day:02d}'")
+        assert got == want, f"day {day}: {got} rows\n" + explain(
+            services, spark, events, {"backfill_partitions": second}, reader
+        )
 
     assert reader.errors == []
     for day in range(1, DAYS + 1):

@@ -53,14 +53,22 @@ def live_locations(spark: SparkSession, database: str) -> set[Path]:
     for name in names:
         qualified = f"{database}.{name}"
         live.add(location(spark, qualified))
-        described = session.sql(f"DESCRIBE TABLE EXTENDED {qualified}").collect()
-        if not any(r["col_name"] == "# Partition Information" for r in described):
-            continue
-        for row in session.sql(f"SHOW PARTITIONS {qualified}").collect():
-            spec = ", ".join(f"{k} = '{v}'" for k, v in (p.split("=", 1) for p in row["partition"].split("/")))
-            rows = session.sql(f"DESCRIBE TABLE EXTENDED {qualified} PARTITION ({spec})").collect()
-            live.add(Path(urlparse(next(r["data_type"] for r in rows if r["col_name"] == "Location")).path))
+        live.update(Path(urlparse(uri).path) for uri in partition_locations(spark, qualified).values())
     return live
+
+
+def partition_locations(spark: SparkSession, qualified: str) -> dict[str, str]:
+    """The partitions the metastore lists for a table (none if it is unpartitioned), with their locations."""
+    session = fresh(spark)
+    described = session.sql(f"DESCRIBE TABLE EXTENDED {qualified}").collect()
+    if not any(r["col_name"] == "# Partition Information" for r in described):
+        return {}
+    found = {}
+    for row in session.sql(f"SHOW PARTITIONS {qualified}").collect():
+        spec = ", ".join(f"{k} = '{v}'" for k, v in (p.split("=", 1) for p in row["partition"].split("/")))
+        rows = session.sql(f"DESCRIBE TABLE EXTENDED {qualified} PARTITION ({spec})").collect()
+        found[row["partition"]] = next(r["data_type"] for r in rows if r["col_name"] == "Location")
+    return found
 
 
 def leftovers(spark: SparkSession, database: str) -> list[str]:
