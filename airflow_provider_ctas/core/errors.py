@@ -101,6 +101,13 @@ class LeftoverError(CtasError):
     retryable = False
 
 
+class CoordinatorLostError(CtasError):
+    """The task process that decides this try's commit is gone, said abort, or sent a message that
+    cannot be trusted: the driver removed its staging instead of publishing."""
+
+    code = "COORDINATOR_LOST"
+
+
 _BY_CODE: dict[str, type[CtasError]] = {
     cls.code: cls
     for cls in (
@@ -118,6 +125,7 @@ _BY_CODE: dict[str, type[CtasError]] = {
         SparkJobError,
         SparkNotFoundError,
         LeftoverError,
+        CoordinatorLostError,
     )
 }
 

@@ -45,6 +45,7 @@ from airflow_provider_ctas.core.transaction import (
     TxnState,
 )
 from airflow_provider_ctas.operators.lineage import lineage
+from airflow_provider_ctas.runners.coordinator import CommitCoordinator
 from airflow_provider_ctas.runners.spark_connect import SparkConnectRunner
 from airflow_provider_ctas.runners.spark_submit import (
     SparkSubmitRunner,
@@ -328,7 +329,18 @@ class AtomicCtasOperator(BaseOperator):
         self._runner = runner
         request = PhaseRequest(phases=RUN_PHASES, table=table.to_dict(), sql=self.sql, faults=faults_from_environment())
         started = time.monotonic()
-        result = self._runner.run(request, name=f"airflow-ctas {table.target} try {table.try_number}")
+        name = f"airflow-ctas {table.target} try {table.try_number}"
+        try:
+            if isinstance(runner, SparkSubmitRunner):
+                # The driver publishes only on this process's word (FLIP-305: the job-status hook decides).
+                result = runner.run(
+                    request, name=name, coordinator=CommitCoordinator(table.txn_id, table.try_number, self.log)
+                )
+            else:
+                result = runner.run(request, name=name)
+        except CtasError as exc:
+            self._raise(exc)
+            raise
         self._apply(context, table, result)
         if not result.ok and table.state is not TxnState.COMMITTED:
             error = result.error or {}
@@ -389,15 +401,22 @@ class AtomicCtasOperator(BaseOperator):
     # -- abort ---------------------------------------------------------------------------------
 
     def _abort_callback(self, context: Context) -> None:
+        """Abort acts only on the try this process ran, never on what the stored state names.
+
+        A callback delivered elsewhere (the DAG processor after a lost worker, possibly late and more
+        than once) runs on a fresh operator while a newer try may already be writing: the stored
+        transaction may be that newer try's. It starts no Spark work: the failed try's driver removes
+        its own staging once its task is gone (the commit handshake), and the next try or a GC pass
+        removes anything a crash left.
+        """
         table = self._txn
-        if table is None:
-            try:
-                table = self._from_xcom(context)
-            except CtasError as exc:
-                self.log.error("abort: the stored transaction state is unusable (%s); deleting nothing", exc)
-                return
-        if table is None:
-            self.log.info("abort: nothing was begun; nothing to abort")
+        failed_try = context["ti"].try_number
+        if table is None or table.try_number != failed_try:
+            self.log.info(
+                "abort: try %s did not run in this process; its driver removes its own staging when its task is "
+                "gone, and the next try or a GC pass removes what is left. Nothing to do here.",
+                failed_try,
+            )
             return
         self._abort(context, table, detach=False)
 

@@ -7,6 +7,7 @@ the package as a zip for ``--py-files``) and reads the result back.
 
 from __future__ import annotations
 
+import contextlib
 import dataclasses
 import json
 import os
@@ -22,6 +23,7 @@ from airflow.providers.apache.spark.hooks.spark_submit import SparkSubmitHook
 
 import airflow_provider_ctas
 from airflow_provider_ctas.core.errors import InvalidInputError, SparkNotFoundError
+from airflow_provider_ctas.runners.coordinator import CommitCoordinator
 from airflow_provider_ctas.spark.protocol import PhaseRequest, PhaseResult
 
 APPLICATION = str(Path(airflow_provider_ctas.__file__).parent / "spark" / "airflow_ctas_app.py")
@@ -93,6 +95,7 @@ class SparkSubmitRunner:
         self.conf = {str(k): str(v) for k, v in (conf or {}).items()}
         self.submit_options = validate_submit_options(submit_options)
         self._hook: SparkSubmitHook | None = None
+        self._coordinator: CommitCoordinator | None = None
 
     def _effective_conf(self) -> dict[str, str]:
         conf = {**DEFAULT_CONF, **self.conf}
@@ -103,34 +106,70 @@ class SparkSubmitRunner:
             conf.setdefault("spark.pyspark.driver.python", sys.executable)
         return conf
 
-    def run(self, request: PhaseRequest, *, name: str, detach: bool = False) -> PhaseResult:
+    def run(
+        self,
+        request: PhaseRequest,
+        *,
+        name: str,
+        detach: bool = False,
+        coordinator: CommitCoordinator | None = None,
+    ) -> PhaseResult:
         """Submit the application for ``request``; never raises for a failed Spark run.
 
         ``detach`` starts spark-submit in its own session so it outlives this process, for an
         abort started from ``on_kill`` (Airflow SIGKILLs the task's process group 5 s later).
+        ``coordinator`` (required to publish) answers the driver's commit question from this process.
         """
+        if "commit" in request.phases:
+            if coordinator is None:
+                raise ValueError("a run that publishes needs the task's commit coordinator")
+            self._refuse_cluster_mode()
         workdir = tempfile.mkdtemp(prefix="airflow-ctas-")
         try:
-            request_path = os.path.join(workdir, "request.json")
-            result_path = os.path.join(workdir, "result.json")
-            with open(os.open(request_path, os.O_WRONLY | os.O_CREAT, 0o600), "w") as handle:
-                handle.write(dataclasses.replace(request, result_path=result_path).to_json())
-            options = dict(self.submit_options)
-            options["files"] = ",".join(filter(None, [options.get("files"), request_path]))
-            options["py_files"] = ",".join(filter(None, [options.get("py_files"), package_zip(workdir)]))
-            hook = SparkSubmitHook(
-                conf=self._effective_conf(),
-                conn_id=self.conn_id,
-                name=name,
-                application_args=[request_path],
-                **options,
-            )
-            self._hook = hook
-            error = self._submit(hook, detach)
-            return self._read_result(result_path, error)
+            with coordinator or contextlib.nullcontext():
+                self._coordinator = coordinator
+                return self._submit_request(request, name, detach, workdir, coordinator)
         finally:
             self._hook = None
+            self._coordinator = None
             shutil.rmtree(workdir, ignore_errors=True)
+
+    def _refuse_cluster_mode(self) -> None:
+        """A cluster-mode driver runs on a cluster node and cannot reach this task's listener on
+        127.0.0.1, so it could never be told to commit (README: deploy modes)."""
+        mode = (
+            self.submit_options.get("deploy_mode") or SparkSubmitHook(conn_id=self.conn_id)._connection["deploy_mode"]
+        )
+        if mode == "cluster":
+            raise InvalidInputError(
+                "deploy mode 'cluster' is not supported: the driver must run beside the task (client mode) so that "
+                "only the live task can decide its commit; use client mode or a spark_connect connection"
+            )
+
+    def _submit_request(
+        self, request: PhaseRequest, name: str, detach: bool, workdir: str, coordinator: CommitCoordinator | None
+    ) -> PhaseResult:
+        request_path = os.path.join(workdir, "request.json")
+        result_path = os.path.join(workdir, "result.json")
+        sent = dataclasses.replace(
+            request, result_path=result_path, coordinator=coordinator.settings() if coordinator else None
+        )
+        # 0600: the request carries the handshake key.
+        with open(os.open(request_path, os.O_WRONLY | os.O_CREAT, 0o600), "w") as handle:
+            handle.write(sent.to_json())
+        options = dict(self.submit_options)
+        options["files"] = ",".join(filter(None, [options.get("files"), request_path]))
+        options["py_files"] = ",".join(filter(None, [options.get("py_files"), package_zip(workdir)]))
+        hook = SparkSubmitHook(
+            conf=self._effective_conf(),
+            conn_id=self.conn_id,
+            name=name,
+            application_args=[request_path],
+            **options,
+        )
+        self._hook = hook
+        error = self._submit(hook, detach)
+        return self._read_result(result_path, error)
 
     def _submit(self, hook: SparkSubmitHook, detach: bool) -> dict[str, str] | None:
         try:
@@ -172,6 +211,8 @@ class SparkSubmitRunner:
         return PhaseResult(ok=False, error=error)
 
     def kill(self) -> None:
+        if self._coordinator is not None:
+            self._coordinator.refuse("the task is being killed")
         hook = self._hook
         if hook is not None:
             hook.on_kill()

@@ -1,8 +1,9 @@
 """The PySpark application that spark-submit runs for the phases of a transaction.
 
 One submission runs begin, prepare and commit (``phases.py``) back to back (the same single Spark
-process a plain CREATE TABLE AS SELECT needs); a separate submission runs abort when a failure left something
-behind. When a phase fails before the publish, this try's staging is removed right here, so the
+process a plain CREATE TABLE AS SELECT needs), and publishes only when the task that submitted it
+answers commit (``coordinator_link.py``); a separate submission runs abort when a failure left
+something behind. When a phase fails before the publish, this try's staging is removed right here, so the
 common failure (bad SQL, a failed job) needs no second Spark process.
 """
 
@@ -13,6 +14,7 @@ import os
 import sys
 
 from airflow_provider_ctas.catalogs.session_catalog.executor import classify
+from airflow_provider_ctas.core.errors import CorruptStateError
 from airflow_provider_ctas.spark.engine import CONNECT_MODE_VARIABLES
 from airflow_provider_ctas.spark.phases import record_progress, run_phases
 from airflow_provider_ctas.spark.protocol import RESULT_LINE_PREFIX, PhaseRequest, PhaseResult
@@ -74,6 +76,8 @@ def main(argv: list[str] | None = None) -> int:
     try:
         with open(_request_path(args[0])) as handle:
             request = PhaseRequest.from_json(handle.read())
+        if "commit" in request.phases and request.coordinator is None:
+            raise CorruptStateError("a request to publish must name the task that decides the commit")
         result = run_phases(spark, request, log)
     except Exception as exc:
         error = classify(exc)

@@ -15,7 +15,7 @@ from typing import Any, Literal
 
 from airflow_provider_ctas.core.errors import CorruptStateError
 
-PROTOCOL_VERSION = 1
+PROTOCOL_VERSION = 2
 Phase = Literal["begin", "prepare", "commit", "abort", "gc"]
 RUN_PHASES: tuple[Phase, ...] = ("begin", "prepare", "commit")
 ABORT_PHASES: tuple[Phase, ...] = ("abort",)
@@ -34,6 +34,8 @@ class PhaseRequest:
     """Fault injection for this provider's own tests (``AIRFLOW_CTAS_FAULTS``); empty in production."""
     gc: dict[str, Any] | None = None
     """Garbage-collection settings, for the ``gc`` phase (which has no transaction)."""
+    coordinator: dict[str, Any] | None = None
+    """Where the driver asks the task for the commit decision (``runners/coordinator.py``); with commit only."""
 
     def to_json(self) -> str:
         return json.dumps({"protocol": PROTOCOL_VERSION, **asdict(self), "phases": list(self.phases)})
@@ -46,7 +48,7 @@ class PhaseRequest:
             raise CorruptStateError(f"request is not JSON: {exc}") from exc
         if not isinstance(data, dict) or data.get("protocol") != PROTOCOL_VERSION:
             raise CorruptStateError(f"request protocol must be {PROTOCOL_VERSION}")
-        expected = {"protocol", "phases", "table", "sql", "result_path", "faults", "gc"}
+        expected = {"protocol", "phases", "table", "sql", "result_path", "faults", "gc", "coordinator"}
         if set(data) != expected:
             raise CorruptStateError(f"request fields {sorted(data)} != {sorted(expected)}")
         phases = tuple(data["phases"]) if isinstance(data["phases"], list) else ()
@@ -58,6 +60,8 @@ class PhaseRequest:
             raise CorruptStateError("request table and faults must be objects")
         if (phases == GC_PHASES) != isinstance(data["gc"], dict):
             raise CorruptStateError("gc settings go with the gc phase, and only with it")
+        if data["coordinator"] is not None and ("commit" not in phases or not isinstance(data["coordinator"], dict)):
+            raise CorruptStateError("coordinator settings are an object, and go with the commit phase only")
         return cls(
             phases=phases,
             table=data["table"],
@@ -65,6 +69,7 @@ class PhaseRequest:
             result_path=data["result_path"],
             faults=data["faults"],
             gc=data["gc"],
+            coordinator=data["coordinator"],
         )
 
 

@@ -28,7 +28,8 @@ def test_request_round_trip_and_validation():
     assert PhaseRequest.from_json(request.to_json()) == request
     data = json.loads(request.to_json())
     for change in (
-        {"protocol": 2},
+        {"protocol": 1},  # an older driver or worker: refused, never half-understood
+        {"coordinator": "127.0.0.1:1"},
         {"phases": ["commit"]},
         {"phases": ["begin", "prepare", "commit", "abort"]},
         {"sql": None},
@@ -39,6 +40,10 @@ def test_request_round_trip_and_validation():
             PhaseRequest.from_json(json.dumps({**data, **change}))
     abort = PhaseRequest(phases=ABORT_PHASES, table={}, sql=None)
     assert PhaseRequest.from_json(abort.to_json()).phases == ("abort",)
+    with pytest.raises(CorruptStateError, match="commit phase only"):
+        PhaseRequest.from_json(json.dumps({**json.loads(abort.to_json()), "coordinator": {"port": 1}}))
+    coordinated = PhaseRequest(phases=RUN_PHASES, table={}, sql="SELECT 1", coordinator={"port": 1})
+    assert PhaseRequest.from_json(coordinated.to_json()) == coordinated
 
 
 def test_result_round_trip():

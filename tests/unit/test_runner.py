@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import logging
 import zipfile
 from typing import ClassVar
 
@@ -10,6 +11,7 @@ import pytest
 
 from airflow_provider_ctas.core.errors import InvalidInputError
 from airflow_provider_ctas.runners import spark_submit
+from airflow_provider_ctas.runners.coordinator import CommitCoordinator
 from airflow_provider_ctas.spark.protocol import GC_PHASES, RUN_PHASES, PhaseRequest
 
 
@@ -20,7 +22,7 @@ class RecordingHook:
 
     def __init__(self, **kwargs):
         self.kwargs = kwargs
-        self._connection = {"master": "local[2]"}
+        self._connection = {"master": "local[2]", "deploy_mode": None}
         self._should_track_driver_status = False
 
     def submit(self, application, **popen_kwargs):
@@ -59,16 +61,35 @@ def test_request_file_carries_every_field(hook, request_):
     runner = spark_submit.SparkSubmitRunner(
         conn_id="spark_default", conf={"a": 1}, submit_options={"driver_memory": "2g"}
     )
-    result = runner.run(request_, name="n")
+    publishes = "commit" in request_.phases
+    coordinator = CommitCoordinator("t" * 32, 1, logging.getLogger("test"))
+    result = runner.run(request_, name="n", coordinator=coordinator if publishes else None)
     assert result.ok and result.outcome == "published"
     (call,) = hook.calls
     sent = PhaseRequest.from_json(json.dumps(call["request"]))
-    assert sent == PhaseRequest(**{**vars(request_), "result_path": call["request"]["result_path"]})
+    # The listener's port, bound while the run lasted; the key that seals the handshake.
+    settings = {**coordinator.settings(), "port": call["request"]["coordinator"]["port"]} if publishes else None
+    assert settings is None or (settings["port"] > 0 and settings["key"] == coordinator.key)
+    expected = {"result_path": call["request"]["result_path"], "coordinator": settings}
+    assert sent == PhaseRequest(**{**vars(request_), **expected})
     assert call["application"].endswith("airflow_provider_ctas/spark/airflow_ctas_app.py")
     assert "airflow_provider_ctas/spark/app.py" in call["zip"]
     assert call["driver_memory"] == "2g" and call["conf"]["a"] == "1"
     assert call["conf"]["spark.pyspark.driver.python"].endswith("python")
     assert call["popen"] == {}
+
+
+def test_a_publishing_run_needs_the_task_to_decide(hook):
+    runner = spark_submit.SparkSubmitRunner(conn_id="spark_default", conf=None, submit_options=None)
+    with pytest.raises(ValueError, match="commit coordinator"):
+        runner.run(PhaseRequest(phases=RUN_PHASES, table={}, sql="SELECT 1"), name="n")
+    clustered = spark_submit.SparkSubmitRunner(
+        conn_id="spark_default", conf=None, submit_options={"deploy_mode": "cluster"}
+    )
+    coordinator = CommitCoordinator("t" * 32, 1, logging.getLogger("test"))
+    with pytest.raises(InvalidInputError, match="deploy mode 'cluster' is not supported"):
+        clustered.run(PhaseRequest(phases=RUN_PHASES, table={}, sql="SELECT 1"), name="n", coordinator=coordinator)
+    assert hook.calls == []
 
 
 def test_detached_runs_get_their_own_session(hook):
