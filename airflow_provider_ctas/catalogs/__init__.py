@@ -9,10 +9,12 @@ from __future__ import annotations
 from collections.abc import Iterable, Mapping
 
 from airflow_provider_ctas.catalogs.session_catalog.table import (
+    DEFAULT_RETENTION_SECONDS,
     FILE_FORMATS,
     Mode,
     SessionCatalogTable,
     validate_mode,
+    validate_retention,
 )
 from airflow_provider_ctas.core.errors import (
     AtomicityNotSupportedError,
@@ -53,6 +55,7 @@ def create_two_phase_table(
     partition_by: Iterable[str] | None = None,
     table_properties: Mapping[str, object] | None = None,
     allow_swap: bool = False,
+    superseded_retention: object = DEFAULT_RETENTION_SECONDS,
 ) -> TwoPhaseTable:
     """Validate a request and return the two-phase table that can publish it atomically."""
     ref = validate_target(target)
@@ -78,6 +81,7 @@ def create_two_phase_table(
             partition_by=columns,
             table_properties=properties,
             allow_swap=bool(allow_swap),
+            superseded_retention_seconds=validate_retention(superseded_retention),
         )
     if fmt in _TRANSACTIONAL_FORMATS:
         raise AtomicityNotSupportedError(

@@ -32,8 +32,8 @@ class LineChannel:
         while b"\n" not in self._buffer:
             if len(self._buffer) > 2 * MAX_LINE:
                 raise ChannelClosed("peer sent an overlong line")
-            self._sock.settimeout(timeout)
             try:
+                self._sock.settimeout(timeout)
                 chunk = self._sock.recv(8192)
             except TimeoutError:
                 return None

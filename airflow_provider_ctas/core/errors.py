@@ -61,6 +61,44 @@ class QueryError(CtasError):
     retryable = False
 
 
+class QueryFailedError(CtasError):
+    """The query failed on its data in a way that fails identically on every try (``raise_error``, an
+    ANSI cast or arithmetic error, ...): not retried."""
+
+    code = "QUERY_FAILED"
+    retryable = False
+
+
+# Spark error conditions of the query's own evaluation: the same data fails the same way again.
+DETERMINISTIC_CONDITIONS = (
+    "USER_RAISED_EXCEPTION",
+    "DIVIDE_BY_ZERO",
+    "INTERVAL_DIVIDED_BY_ZERO",
+    "ARITHMETIC_OVERFLOW",
+    "BINARY_ARITHMETIC_OVERFLOW",
+    "CAST_INVALID_INPUT",
+    "CAST_OVERFLOW",
+    "NUMERIC_VALUE_OUT_OF_RANGE",
+    "INVALID_ARRAY_INDEX",
+    "INVALID_INDEX_OF_ZERO",
+    "DATETIME_OVERFLOW",
+    "DATETIME_FIELD_OUT_OF_BOUNDS",
+    "CANNOT_PARSE_TIMESTAMP",
+    "INVALID_FRACTION_OF_SECOND",
+    "NULL_MAP_KEY",
+    "DUPLICATED_MAP_KEY",
+    "EXCEED_LIMIT_LENGTH",
+)
+
+
+def deterministic_condition(condition: str, message: str) -> str | None:
+    """The deterministic condition an error names (its own, or one quoted in a failed job's message)."""
+    for name in DETERMINISTIC_CONDITIONS:
+        if condition.startswith(name) or f"[{name}" in message:
+            return name
+    return None
+
+
 class UnsupportedTargetError(CtasError):
     """The existing target is of a kind this strategy must not touch (a view, an external table)."""
 
@@ -119,6 +157,7 @@ _BY_CODE: dict[str, type[CtasError]] = {
         TargetExistsError,
         DatabaseNotFoundError,
         QueryError,
+        QueryFailedError,
         UnsupportedTargetError,
         FencedError,
         PublishError,

@@ -14,6 +14,7 @@ import json
 import re
 from collections.abc import Mapping
 from dataclasses import asdict, dataclass, field
+from datetime import UTC, datetime
 from typing import Literal
 
 from airflow_provider_ctas.core.identifiers import PROVIDER_PROPERTY_PREFIX, RESERVED_PREFIX
@@ -36,10 +37,20 @@ SUPERSEDED_AT = PROVIDER_PROPERTY_PREFIX + "superseded_at"
 SUPERSEDED_KEYS = (SUPERSEDED_BY, SUPERSEDED_TARGET, SUPERSEDED_AT)
 
 MARKER_FILE = "_airflow_ctas.json"
+SUPERSEDED_FILE = "_airflow_ctas_superseded.json"
 
 Role = Literal["staging", "backup"]
 _ROLE_CODES: dict[str, Role] = {"s": "staging", "b": "backup"}
 _RESERVED = re.compile(rf"{RESERVED_PREFIX}([0-9a-f]{{16}})_([sb])([0-9]+)")
+
+
+def parse_time(text: str | None) -> datetime | None:
+    """An ISO 8601 time from a marker (naive means UTC), or None when it is unreadable."""
+    try:
+        parsed = datetime.fromisoformat(text or "")
+    except ValueError:
+        return None
+    return parsed if parsed.tzinfo else parsed.replace(tzinfo=UTC)
 
 
 def txn_tag(txn_id: str) -> str:
@@ -108,9 +119,12 @@ class MarkerFile:
     task: dict[str, object] = field(default_factory=dict)
     """dag_id, task_id, run_id and map_index of the task instance, so GC can ask Airflow about it."""
     published_at: str | None = None
+    retained: tuple[Retained, ...] = ()
+    """Versions this directory's publish (or an earlier one it inherited them from) superseded and keeps
+    for readers until their time is up; the next publish that supersedes this directory deletes them."""
 
     def to_json(self) -> str:
-        return json.dumps(asdict(self), sort_keys=True)
+        return json.dumps({**asdict(self), "retained": [asdict(r) for r in self.retained]}, sort_keys=True)
 
     @classmethod
     def parse(cls, content: str | None) -> MarkerFile | None:
@@ -125,6 +139,7 @@ class MarkerFile:
         created_at, published_at, task = data.get("created_at"), data.get("published_at"), data.get("task")
         if not (isinstance(txn_id, str) and isinstance(try_number, int) and isinstance(target, str)):
             return None
+        retained = data.get("retained")
         return cls(
             txn_id,
             try_number,
@@ -132,4 +147,50 @@ class MarkerFile:
             created_at if isinstance(created_at, str) else "",
             task if isinstance(task, dict) else {},
             published_at if isinstance(published_at, str) else None,
+            tuple(
+                Retained(entry["path"], entry["delete_after"])
+                for entry in (retained if isinstance(retained, list) else [])
+                if isinstance(entry, dict)
+                and isinstance(entry.get("path"), str)
+                and isinstance(entry.get("delete_after"), str)
+            ),
         )
+
+
+@dataclass(frozen=True)
+class Retained:
+    """A superseded version kept for readers whose file listing predates the switch."""
+
+    path: str
+    delete_after: str
+
+
+@dataclass(frozen=True)
+class SupersededRecord:
+    """Written into a version's directory when a newer version replaced it.
+
+    Spark sessions that listed its files before the switch (a Thrift server, a BI tool's session,
+    any reader that does not ``REFRESH TABLE``) keep reading them until ``delete_after``; then the
+    next publish over the same data, or GC, deletes the directory. Its presence is also the proof
+    that this provider retired the directory, which deletion requires.
+    """
+
+    target: str
+    superseded_at: str
+    delete_after: str
+    superseded_by: str
+
+    def to_json(self) -> str:
+        return json.dumps(asdict(self), sort_keys=True)
+
+    @classmethod
+    def parse(cls, content: str | None) -> SupersededRecord | None:
+        try:
+            data = json.loads(content or "")
+        except ValueError:
+            return None
+        if not isinstance(data, dict):
+            return None
+        values = [data.get(k) for k in ("target", "superseded_at", "delete_after", "superseded_by")]
+        strings = [v for v in values if isinstance(v, str)]
+        return cls(*strings) if len(strings) == len(values) else None

@@ -18,6 +18,7 @@ begin completed for this very try.
 
 from __future__ import annotations
 
+import datetime
 import time
 from collections.abc import Callable, Mapping, Sequence
 from typing import TYPE_CHECKING, Any, ClassVar
@@ -31,7 +32,7 @@ from airflow.providers.common.compat.sdk import AirflowException, AirflowFailExc
 from airflow.providers.common.compat.sdk import conf as conf_
 
 from airflow_provider_ctas.catalogs import create_two_phase_table, load_two_phase_table
-from airflow_provider_ctas.catalogs.session_catalog.table import validate_format, validate_mode
+from airflow_provider_ctas.catalogs.session_catalog.table import validate_format, validate_mode, validate_retention
 from airflow_provider_ctas.core.errors import CtasError, InvalidInputError, error_from_code
 from airflow_provider_ctas.core.identifiers import (
     validate_columns,
@@ -126,6 +127,10 @@ class AtomicCtasOperator(BaseOperator):
         swapping two tables; readers may then find the table missing or empty for a moment between
         two renames. Without it, such a replace fails before any Spark job runs; a replace that
         keeps the shape never has that window.
+    :param superseded_retention: how long the data of a replaced version (a flipped-away table
+        location, a switched partition) stays on storage after the publish, so that readers whose
+        session listed its files before the switch keep reading it instead of failing; the next
+        publish over the same data, or GC, deletes it afterwards. ``0`` deletes it at once.
     :param conn_id: the apache-spark provider's connection: a ``spark`` connection (spark-submit:
         master, deploy mode, ...) or a ``spark_connect`` connection (the phases run over Spark
         Connect from the task process; no spark-submit, no JVM on the worker).
@@ -152,6 +157,7 @@ class AtomicCtasOperator(BaseOperator):
         table_format: str = "parquet",
         table_properties: Mapping[str, Any] | str | None = None,
         allow_swap: bool = False,
+        superseded_retention: datetime.timedelta | float = datetime.timedelta(hours=1),
         conn_id: str = "spark_default",
         conf: Mapping[str, Any] | None = None,
         spark_submit_options: Mapping[str, Any] | None = None,
@@ -178,6 +184,7 @@ class AtomicCtasOperator(BaseOperator):
         self.table_format = validate_format(table_format)
         self.table_properties = table_properties
         self.allow_swap = allow_swap
+        self.superseded_retention = validate_retention(superseded_retention)
         self.conn_id = conn_id
         self.conf = conf
         self.spark_submit_options = validate_submit_options(spark_submit_options)
@@ -228,6 +235,7 @@ class AtomicCtasOperator(BaseOperator):
             partition_by=[self.partition_by] if isinstance(self.partition_by, str) else self.partition_by,
             table_properties=self.table_properties,  # type: ignore[arg-type]
             allow_swap=self.allow_swap,
+            superseded_retention=self.superseded_retention,
         )
 
     def _durable(self, context: Context) -> TwoPhaseTable | None:
@@ -327,15 +335,15 @@ class AtomicCtasOperator(BaseOperator):
             self._raise(exc)
             raise
         self._runner = runner
-        request = PhaseRequest(phases=RUN_PHASES, table=table.to_dict(), sql=self.sql, faults=faults_from_environment())
+        faults = faults_from_environment()
+        request = PhaseRequest(phases=RUN_PHASES, table=table.to_dict(), sql=self.sql, faults=faults)
         started = time.monotonic()
         name = f"airflow-ctas {table.target} try {table.try_number}"
         try:
             if isinstance(runner, SparkSubmitRunner):
                 # The driver publishes only on this process's word (FLIP-305: the job-status hook decides).
-                result = runner.run(
-                    request, name=name, coordinator=CommitCoordinator(table.txn_id, table.try_number, self.log)
-                )
+                coordinator = CommitCoordinator(table.txn_id, table.try_number, self.log, faults=faults)
+                result = runner.run(request, name=name, coordinator=coordinator)
             else:
                 result = runner.run(request, name=name)
         except CtasError as exc:

@@ -14,11 +14,13 @@ import contextlib
 import socket
 import threading
 import time
+from collections.abc import Mapping
 from typing import Any
 
 from airflow_provider_ctas.core.channel import ChannelClosed, LineChannel
 from airflow_provider_ctas.core.decision import Kind, Message, new_key, seal, unseal
 from airflow_provider_ctas.core.errors import CoordinatorLostError
+from airflow_provider_ctas.core.faults import inject
 
 HELLO_SECONDS = 10.0
 
@@ -35,8 +37,10 @@ class CommitCoordinator:
         heartbeat_seconds: float = 2.0,
         lease_seconds: float = 30.0,
         decision_seconds: float = 60.0,
+        faults: Mapping[str, Any] | None = None,
     ) -> None:
         self.txn_id, self.try_number, self.log = txn_id, try_number, log
+        self.faults = dict(faults or {})
         self.heartbeat_seconds = heartbeat_seconds
         self.lease_seconds = lease_seconds
         self.decision_seconds = decision_seconds
@@ -142,6 +146,7 @@ class CommitCoordinator:
                 self.refuse(str(exc))
                 continue
             if message.kind is Kind.PREPARED:
+                inject(self.faults, "before_decision", self.try_number, self.log.info)
                 self._decide(message.nonce)
 
     def _decide(self, nonce: str) -> None:

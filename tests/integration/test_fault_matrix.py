@@ -355,7 +355,6 @@ def test_fault(cell: Cell, stack, spark, database, tmp_path, metastore, request)
         cell.id,
         {
             "order": CELLS.index(cell),
-            "of": len(CELLS),
             "fault": cell.fault,
             "when": cell.when,
             "mode": cell.mode,

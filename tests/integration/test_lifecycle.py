@@ -84,6 +84,20 @@ def test_bad_column_fails_and_leaves_nothing(stack, spark, database):
     assert "no_such_column" in txn["details"]["error"]["message"]
 
 
+def test_a_query_that_fails_on_its_data_is_not_retried(stack, spark, database):
+    target = f"{database}.raises"
+    sql = "SELECT id FROM range(10) WHERE raise_error(concat('bad row ', id)) IS NULL"
+    run = run_dag(make_dag("raises", retries=2, target_table=target, sql=sql))
+
+    assert run.task_state == "failed"
+    assert run.try_number == 1, "a query that fails the same way on every try must not be retried"
+    assert not table_exists(spark, target)
+    assert leftovers(spark, database) == []
+    error = transaction("raises", run.run_id)["details"]["error"]
+    assert error["code"] == "QUERY_FAILED"
+    assert "USER_RAISED_EXCEPTION" in error["message"]
+
+
 def test_retry_after_failure_past_the_write_needs_no_cleanup(stack, spark, database, monkeypatch, tmp_path):
     target = f"{database}.retried"
     progress = tmp_path / "progress"
@@ -182,11 +196,14 @@ def test_replace_keeps_old_version_readable_until_publish(stack, spark, database
     assert leftovers(spark, database) == []
 
 
-def test_second_replace_deletes_the_version_it_supersedes(stack, spark, database):
+def test_second_replace_without_retention_deletes_the_version_it_supersedes(stack, spark, database):
     target = f"{database}.daily_dim"
     first = run_dag(make_dag("replace_first", target_table=target, mode="replace", sql="SELECT id FROM range(10)"))
     first_dir = location(spark, target)
-    second = run_dag(make_dag("replace_second", target_table=target, mode="replace", sql="SELECT id FROM range(20)"))
+    second = run_dag(
+        make_dag("replace_second", target_table=target, mode="replace", sql="SELECT id FROM range(20)",
+                 superseded_retention=0)
+    )  # fmt: skip
 
     assert first.task_state == second.task_state == "success"
     assert count(spark, target) == 20

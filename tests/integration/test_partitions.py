@@ -43,7 +43,13 @@ def test_partitions_switch_one_by_one_and_the_rest_stay(stack, spark, database, 
 
     monkeypatch.setenv("AIRFLOW_CTAS_FAULTS", json.dumps({"after_prepare": {"sleep": 3}}))
     reader = Reader(spark, target, where="ds = '2024-01-01'").start()
-    again, txn = run("parts_day1_again", target, day_sql("2024-01-01", 130, "v2"), table_properties={"team": "x"})
+    again, txn = run(
+        "parts_day1_again",
+        target,
+        day_sql("2024-01-01", 130, "v2"),
+        table_properties={"team": "x"},
+        superseded_retention=0,
+    )
     values = reader.stop()
 
     assert again.task_state == "success"

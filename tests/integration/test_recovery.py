@@ -10,6 +10,7 @@ import subprocess
 import sys
 import threading
 import time
+from datetime import UTC, datetime
 from pathlib import Path
 
 import pytest
@@ -17,10 +18,20 @@ import pytest
 from airflow_provider_ctas.catalogs import create_two_phase_table
 from airflow_provider_ctas.core import markers
 from airflow_provider_ctas.core.transaction import TransactionKey
+from airflow_provider_ctas.runners.coordinator import CommitCoordinator
 from airflow_provider_ctas.runners.spark_connect import SparkConnectRunner
 from airflow_provider_ctas.runners.spark_submit import SparkSubmitRunner
 from airflow_provider_ctas.spark.protocol import RUN_PHASES, PhaseRequest
-from tests.support.catalog import count, database_dir, fresh, leftovers, location, properties, reserved_tables
+from tests.support.catalog import (
+    count,
+    database_dir,
+    fresh,
+    leftovers,
+    location,
+    properties,
+    reserved_tables,
+    retained_until,
+)
 from tests.support.dags import DAGS_FOLDER, make_dag, run_dag, xcom_value
 from tests.support.faults import REPO, Reader, Trial, check_observations, wait_for_drivers_to_exit
 from tests.support.fixtures import CONNECT_CONN_ID
@@ -121,7 +132,8 @@ def test_concurrent_writers_publish_exactly_one_whole_version(stack, spark, data
             results[writer] = SparkConnectRunner(conn_id=CONNECT_CONN_ID, conf=None, log=log).run(phases, name=name)
         else:
             submit = SparkSubmitRunner(conn_id="spark_default", conf=None, submit_options=None)
-            results[writer] = submit.run(phases, name=name)
+            coordinator = CommitCoordinator(table.txn_id, table.try_number, logging.getLogger(f"writer-{writer}"))
+            results[writer] = submit.run(phases, name=name, coordinator=coordinator)
 
     reader = Reader(spark, target).start()
     threads = [threading.Thread(target=write, args=(w,)) for w in (1, 2, 3, 4)]
@@ -304,3 +316,48 @@ def test_corrupt_state_fails_closed_and_deletes_nothing(stack, spark, database, 
     assert "Spark-Submit cmd" not in log, "no Spark work for a transaction whose state cannot be trusted"
     assert reserved_tables(spark, database) == staging, "nothing was deleted"
     assert not fresh(spark).catalog.tableExists(target)
+
+
+def test_a_replaced_version_stays_readable_for_sessions_that_cached_it(stack, spark, database):
+    """A session that never refreshes (a Thrift server, a BI tool) keeps reading the version it listed
+    until the retention ends; then the next publish over the data, or GC, deletes it."""
+    target = f"{database}.cached_dim"
+
+    def replace(dag_id: str, rows: int) -> str:
+        dag = make_dag(dag_id, target_table=target, mode="replace", sql=f"SELECT id FROM range({rows})",
+                       superseded_retention=3)  # fmt: skip
+        return run_dag(dag).task_state
+
+    def wait_out(path: Path) -> None:
+        due = retained_until(path)
+        assert due is not None, f"{path} carries no superseded record"
+        time.sleep(max(0.0, (due - datetime.now(UTC)).total_seconds()) + 0.5)
+
+    assert replace("cached_1", 10) == "success"  # created by a rename
+    first_dir = location(spark, target)
+    cached = spark.newSession()  # lists the files once, never refreshes
+    read = f"SELECT count(*) AS n FROM {target}"
+    assert cached.sql(read).collect()[0]["n"] == 10
+
+    assert replace("cached_2", 20) == "success"  # a flip: first_dir is superseded, kept for 3 s
+    assert cached.sql(read).collect()[0]["n"] == 10, "a stale session reads the version it listed"
+    assert count(spark, target) == 20
+    assert first_dir.exists() and retained_until(first_dir) is not None
+    assert leftovers(spark, database) == []
+    second_dir = location(spark, target)
+
+    wait_out(first_dir)
+    assert replace("cached_3", 30) == "success"  # sweeps what is past its retention
+    assert not first_dir.exists(), "the next publish deletes a superseded version once its retention ended"
+    with pytest.raises(Exception, match=r"FILE_NOT_EXIST|FileNotFound"):
+        cached.sql(read).collect()  # past the retention a session that never refreshed fails
+    assert second_dir.exists() and retained_until(second_dir) is not None
+
+    kept = _entries(_gc_cli("--database", database, "--min-age", "0s"), "kept")
+    assert any(what.endswith(second_dir.name) and "kept for readers until" in why for what, why in kept.items())
+    wait_out(second_dir)
+    removed = _entries(_gc_cli("--database", database, "--min-age", "0s"), "removed")
+    assert any(what.endswith(second_dir.name) for what in removed), removed
+    assert not second_dir.exists()
+    assert count(spark, target) == 30
+    assert leftovers(spark, database) == []

@@ -13,7 +13,7 @@ from urllib.parse import urlparse
 import pytest
 
 from airflow_provider_ctas.core import markers
-from tests.support.catalog import count, fresh, leftovers, location, properties, table_exists
+from tests.support.catalog import count, fresh, leftovers, location, properties, retained_until, table_exists
 from tests.support.dags import make_dag, run_dag, xcom_value
 from tests.support.faults import Reader, check_observations
 from tests.support.fixtures import CONNECT_CONN_ID
@@ -57,7 +57,7 @@ def test_replace_over_connect_flips_and_deletes_what_it_superseded(stack, connec
     first_dir = location(spark, target)
     monkeypatch.setenv("AIRFLOW_CTAS_FAULTS", json.dumps({"after_prepare": {"sleep": 3}}))
     reader = Reader(spark, target, interval=0.1).start()
-    second = run_dag(make_dag("connect_replace_2", target_table=target, mode="replace",
+    second = run_dag(make_dag("connect_replace_2", target_table=target, mode="replace", superseded_retention=0,
                               sql="SELECT id FROM range(1234)", conn_id=CONNECT_CONN_ID))  # fmt: skip
     values = reader.stop()
 
@@ -94,7 +94,8 @@ def test_overwrite_partitions_over_connect(stack, connect_server, spark, databas
     assert transaction("connect_parts_3", again.run_id)["details"]["publish"]["partitions"] == ["ds=2024-01-01"]
     assert count(spark, target, "ds = '2024-01-01'") == 130
     assert count(spark, target, "ds = '2024-01-02'") == 50
-    assert not old.exists(), "the superseded partition's data is deleted"
+    # Kept for readers that listed its files before the switch (default retention: one hour).
+    assert old.exists() and retained_until(old) is not None, "the superseded partition is kept, with its record"
     assert leftovers(spark, database) == []
 
 
@@ -107,7 +108,7 @@ def test_several_partitions_over_connect_switch_or_all_switch_back(stack, connec
 
     def load(dag_id: str, rows: int):
         dag = make_dag(dag_id, target_table=target, mode="overwrite_partitions", partition_by=["ds"],
-                       sql=sql.format(n=rows), conn_id=CONNECT_CONN_ID)  # fmt: skip
+                       sql=sql.format(n=rows), conn_id=CONNECT_CONN_ID, superseded_retention=0)  # fmt: skip
         return run_dag(dag)
 
     assert load("connect_days_1", 50).task_state == "success"

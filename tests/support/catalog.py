@@ -3,9 +3,12 @@
 from __future__ import annotations
 
 import os
+from datetime import UTC, datetime
 from pathlib import Path
 from typing import TYPE_CHECKING
 from urllib.parse import urlparse
+
+from airflow_provider_ctas.core import markers
 
 if TYPE_CHECKING:
     from pyspark.sql import SparkSession
@@ -71,10 +74,34 @@ def partition_locations(spark: SparkSession, qualified: str) -> dict[str, str]:
     return found
 
 
+def marker_text(path: Path) -> str | None:
+    """A marker file's content; over Spark Connect a marker is a directory of text parts (newest wins)."""
+    if path.is_file():
+        return path.read_text()
+    parts = sorted(path.glob("part-*"), key=lambda p: (p.stat().st_mtime, p.name)) if path.is_dir() else []
+    return parts[-1].read_text() if parts else None
+
+
+def retained_until(path: Path) -> datetime | None:
+    """When a superseded version kept for readers may go (its record, README: superseded_retention)."""
+    record = markers.SupersededRecord.parse(marker_text(path / markers.SUPERSEDED_FILE))
+    return markers.parse_time(record.delete_after) if record else None
+
+
+def kept_for_readers(path: Path) -> bool:
+    """A superseded version within its retention, or a data root that holds nothing else."""
+    due = retained_until(path)
+    if due is not None:
+        return due > datetime.now(UTC)
+    children = [c for c in path.iterdir() if not c.name.startswith(("_", "."))] if path.is_dir() else []
+    return bool(children) and all(kept_for_readers(c) for c in children)
+
+
 def leftovers(spark: SparkSession, database: str) -> list[str]:
     """Staging tables, staging directories and write debris anywhere under the database.
 
-    A reserved-name directory that a table points at (a replaced table's data) is not a leftover.
+    A reserved-name directory that a table points at (a replaced table's data) is not a leftover,
+    nor is a superseded version still within its retention (kept for readers with older listings).
     """
     found = [f"table {name}" for name in reserved_tables(spark, database)]
     root = database_dir(spark, database)
@@ -83,6 +110,8 @@ def leftovers(spark: SparkSession, database: str) -> list[str]:
         for name in dirnames + filenames:
             path = Path(dirpath, name)
             feeds_a_table = any(p == path or path in p.parents for p in live)
-            if (name.startswith("__ctas_") and not feeds_a_table) or name.startswith(DEBRIS):
+            if name.startswith(DEBRIS) or (
+                name.startswith("__ctas_") and not feeds_a_table and not kept_for_readers(path)
+            ):
                 found.append(str(path.relative_to(root)))
     return sorted(found)

@@ -1,5 +1,7 @@
 from __future__ import annotations
 
+import json
+
 from airflow_provider_ctas.core import markers
 
 TXN = "0123456789abcdef0123456789abcdef"
@@ -31,3 +33,27 @@ def test_marker_file():
     assert markers.MarkerFile.parse(published.to_json()) == published
     for bad in (None, "", "nope", "[]", '{"txn_id": 1, "try_number": 2}', '{"txn_id": "x", "try_number": 2}'):
         assert markers.MarkerFile.parse(bad) is None
+
+
+def test_retained_versions_round_trip_in_the_marker_and_garbage_is_dropped():
+    kept = markers.Retained("/w/db/__ctas_x_s1", "2024-01-01T01:00:00+00:00")
+    marker = markers.MarkerFile("t" * 32, 2, "spark_catalog.db.t", "2024-01-01T00:00:00+00:00", retained=(kept,))
+    assert markers.MarkerFile.parse(marker.to_json()) == marker
+    data = json.loads(marker.to_json())
+    data["retained"] = [{"path": 1, "delete_after": "x"}, "junk", {"path": "/p", "delete_after": "2024-01-02"}]
+    parsed = markers.MarkerFile.parse(json.dumps(data))
+    assert parsed is not None and parsed.retained == (markers.Retained("/p", "2024-01-02"),)
+    # A marker written before retention existed has none.
+    del data["retained"]
+    assert markers.MarkerFile.parse(json.dumps(data)).retained == ()
+
+
+def test_superseded_record_parses_only_complete_records():
+    record = markers.SupersededRecord(
+        "spark_catalog.db.t", "2024-01-01T00:00:00+00:00", "2024-01-01T01:00:00+00:00", "t:2"
+    )
+    assert markers.SupersededRecord.parse(record.to_json()) == record
+    assert markers.SupersededRecord.parse('{"target": "x"}') is None
+    assert markers.SupersededRecord.parse("not json") is None
+    assert markers.parse_time("garbage") is None
+    assert markers.parse_time("2024-01-01T00:00:00").tzinfo is not None

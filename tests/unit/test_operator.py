@@ -54,3 +54,15 @@ def test_template_fields_match_spark_sql_operator_conventions():
         AtomicCtasOperator.template_fields
     )
     assert make(partition_by="country").partition_by == ["country"]
+
+
+def test_superseded_retention_is_validated_at_parse_time():
+    import datetime
+
+    from airflow_provider_ctas.catalogs.session_catalog.table import validate_retention
+
+    assert validate_retention(datetime.timedelta(hours=2)) == 7200
+    assert validate_retention(0) == 0
+    for bad in (-1, "1h", True, 400 * 86400):
+        with pytest.raises(InvalidInputError, match="superseded_retention"):
+            validate_retention(bad)

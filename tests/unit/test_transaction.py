@@ -193,3 +193,14 @@ def test_staging_names_are_reserved_and_per_try():
     assert t.staging_table().table == f"__ctas_{t.txn_id[:16]}_s3"
     assert t.backup_table(2).table == f"__ctas_{t.txn_id[:16]}_b2"
     assert t.mode is Mode.CREATE
+
+
+def test_deterministic_query_errors_are_recognised_in_a_failed_jobs_message():
+    from airflow_provider_ctas.core.errors import deterministic_condition
+
+    assert deterministic_condition("USER_RAISED_EXCEPTION", "") == "USER_RAISED_EXCEPTION"
+    assert deterministic_condition("CAST_INVALID_INPUT.SOMETHING", "") == "CAST_INVALID_INPUT"
+    job = "Job aborted due to stage failure: ... org.apache.spark.SparkArithmeticException: [DIVIDE_BY_ZERO] Division"
+    assert deterministic_condition("", job) == "DIVIDE_BY_ZERO"
+    assert deterministic_condition("", "ExecutorLostFailure (executor 1 exited ...)") is None
+    assert deterministic_condition("TABLE_OR_VIEW_NOT_FOUND", "") is None

@@ -138,12 +138,16 @@ class CatalogClient:
     def read_marker(self, location: str) -> markers.MarkerFile | None:
         return markers.MarkerFile.parse(self.fs.read_text(f"{location.rstrip('/')}/{markers.MARKER_FILE}"))
 
-    def mark_published(self, location: str, txn_id: str, published_at: str) -> None:
-        """Record in the directory's marker that it now holds the target's data."""
+    def mark_published(
+        self, location: str, txn_id: str, published_at: str, retained: tuple[markers.Retained, ...] = ()
+    ) -> None:
+        """Record in the directory's marker that it now holds the target's data, and which superseded
+        versions it keeps for readers."""
         marker = self.read_marker(location)
         if marker is not None and marker.txn_id == txn_id:
             path = f"{location.rstrip('/')}/{markers.MARKER_FILE}"
-            self.fs.write_text(path, dataclasses.replace(marker, published_at=published_at).to_json())
+            updated = dataclasses.replace(marker, published_at=published_at, retained=retained)
+            self.fs.write_text(path, updated.to_json())
 
     def db_location(self, database: str) -> str:
         if database not in self._db_locations:

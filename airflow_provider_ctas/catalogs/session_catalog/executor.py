@@ -26,9 +26,9 @@ or multi-statement text cannot run.
 
 from __future__ import annotations
 
-import os
 import time
 from collections.abc import Callable
+from datetime import UTC, datetime, timedelta
 from enum import StrEnum
 from typing import TYPE_CHECKING, Any
 
@@ -41,7 +41,7 @@ from airflow_provider_ctas.catalogs.session_catalog.catalog import (
     now_iso,
 )
 from airflow_provider_ctas.catalogs.session_catalog.table import Mode, SessionCatalogTable
-from airflow_provider_ctas.core import markers
+from airflow_provider_ctas.core import faults, markers
 from airflow_provider_ctas.core.errors import (
     CtasError,
     DatabaseNotFoundError,
@@ -107,6 +107,7 @@ class SessionCatalogExecutor:
         self.details: dict[str, Any] = {}
         self.mechanism = Publish.RENAME
         self._schema: StructType | None = None
+        self._retained: dict[str, markers.Retained] = {}
 
     # -- helpers -------------------------------------------------------------------------------
 
@@ -120,27 +121,7 @@ class SessionCatalogExecutor:
         )
 
     def _fault(self, point: str) -> None:
-        """Test-only fault injection (``AIRFLOW_CTAS_FAULTS``); a no-op unless a test asked for it."""
-        spec = self.request.faults.get(point)
-        if not isinstance(spec, dict):
-            return
-        only_try = spec.get("only_try")
-        if only_try is not None and only_try != self.table.try_number:
-            return
-        progress_file = self.request.faults.get("progress_file")
-        if isinstance(progress_file, str):
-            with open(progress_file, "a") as handle:
-                handle.write(f"{point} try={self.table.try_number}\n")
-        if "sleep" in spec:
-            self.log.info(f"fault injection at {point}: sleeping {spec['sleep']}s")
-            time.sleep(float(spec["sleep"]))
-        if "wait_for" in spec:
-            self.log.info(f"fault injection at {point}: waiting for {spec['wait_for']}")
-            deadline = time.monotonic() + 600
-            while not os.path.exists(spec["wait_for"]) and time.monotonic() < deadline:
-                time.sleep(0.2)
-        if "raise" in spec:
-            raise PublishError(f"injected fault at {point}: {spec['raise']}")
+        faults.inject(self.request.faults, point, self.table.try_number, self.log.info)
 
     # -- begin ---------------------------------------------------------------------------------
 
@@ -451,7 +432,7 @@ class SessionCatalogExecutor:
                 else self.details.get("location")
             )
             if root:
-                self.catalog.mark_published(root, self.table.txn_id, published_at)
+                self.catalog.mark_published(root, self.table.txn_id, published_at, tuple(self._retained.values()))
         except Exception as exc:
             self.details.setdefault("finalize_pending", []).append(f"marker update: {first_line(exc)}")
 
@@ -597,8 +578,55 @@ class SessionCatalogExecutor:
                 "left in place; no table points at it any more, delete it once no reader needs it"
             )
             return []
-        self.catalog.fs.delete(old_location)
-        return [f"{old_location} (previous version deleted)"]
+        return [*self._sweep(old_location, depth=0), self._retire(old_location)]
+
+    # -- superseded versions: kept for readers, then deleted -------------------------------------
+
+    def _retire(self, path: str) -> str:
+        """Keep a version that was just superseded for the retention (readers that listed its files
+        before the switch keep reading them), or delete it at once when the retention is 0."""
+        seconds = self.table.superseded_retention_seconds
+        if seconds <= 0:
+            self.catalog.fs.delete(path)
+            return f"{path} (superseded version deleted)"
+        now = datetime.now(UTC)
+        record = markers.SupersededRecord(
+            target=self.table.target.qualified,
+            superseded_at=now.isoformat(),
+            delete_after=(now + timedelta(seconds=seconds)).isoformat(),
+            superseded_by=markers.superseded_by_value(self.table.txn_id, self.table.try_number),
+        )
+        self.catalog.fs.write_text(f"{path.rstrip('/')}/{markers.SUPERSEDED_FILE}", record.to_json())
+        self._retained[path] = markers.Retained(path, record.delete_after)
+        return f"{path} (superseded version kept for readers until {record.delete_after})"
+
+    def _sweep(self, root: str, depth: int) -> list[str]:
+        """Delete what ``root``'s own publish kept for readers once its time is up; what is still
+        within its time is handed on to this publish's marker, so the next one finds it."""
+        marker = self.catalog.read_marker(root)
+        touched: list[str] = []
+        now = datetime.now(UTC)
+        for entry in marker.retained if marker else ():
+            due = markers.parse_time(entry.delete_after)
+            if due is None or due > now:  # an unreadable time is kept, never taken as passed
+                self._retained.setdefault(entry.path, entry)
+                continue
+            # Only a directory this provider retired (its record says so) is ever deleted.
+            if markers.SupersededRecord.parse(self.catalog.fs.read_text(f"{entry.path}/{markers.SUPERSEDED_FILE}")):
+                self.catalog.fs.delete(entry.path)
+                touched.append(f"{entry.path} (superseded version deleted: its retention ended)")
+                touched += self._delete_if_empty(entry.path.rstrip("/").rsplit("/", depth)[0] if depth else "")
+        return touched
+
+    def _delete_if_empty(self, root: str) -> list[str]:
+        """A run's data root whose partitions were all superseded and deleted holds only its marker."""
+        if not root or not markers.parse_reserved_name(root.rsplit("/", 1)[-1]):
+            return []
+        leftover = set(self.catalog.fs.list_names(root)) - {markers.MARKER_FILE, f".{markers.MARKER_FILE}.crc"}
+        if leftover:
+            return []
+        self.catalog.fs.delete(root)
+        return [f"{root} (data root of an earlier run, now empty, deleted)"]
 
     def _partition_clause(self, columns: list[str], values: tuple[str, ...]) -> str:
         pairs = ", ".join(f"{quote(c)} = {sql_string_literal(v)}" for c, v in zip(columns, values, strict=True))
@@ -691,8 +719,9 @@ class SessionCatalogExecutor:
     def _remove_superseded_partitions(
         self, columns: list[str], switched: list[tuple[tuple[str, ...], str | None]]
     ) -> list[str]:
-        """Delete old partition data this provider wrote (its data root has our marker file)."""
-        touched = []
+        """Retire old partition data this provider wrote (its data root has our marker file)."""
+        touched: list[str] = []
+        swept: set[str] = set()
         for _, old_location in switched:
             if not old_location:
                 continue
@@ -700,12 +729,11 @@ class SessionCatalogExecutor:
             if self.catalog.read_marker(root) is None:
                 self.details.setdefault("superseded_kept", []).append(old_location)
                 continue
-            self.catalog.fs.delete(old_location)
-            touched.append(f"{old_location} (superseded partition deleted)")
-            leftover = set(self.catalog.fs.list_names(root)) - {markers.MARKER_FILE, f".{markers.MARKER_FILE}.crc"}
-            if markers.parse_reserved_name(root.rsplit("/", 1)[-1]) and not leftover:
-                self.catalog.fs.delete(root)
-                touched.append(f"{root} (data root of an earlier run, now empty, deleted)")
+            if root not in swept:
+                swept.add(root)
+                touched += self._sweep(root, depth=len(columns))
+            touched.append(self._retire(old_location))
+            touched += self._delete_if_empty(root)
         return touched
 
     def _publish_by_swap(self, target_info: TableInfo, report: PhaseReport) -> None:
@@ -865,8 +893,11 @@ def classify(exc: BaseException) -> CtasError:
     """Map an exception from a phase to a provider error with a stable code."""
     if isinstance(exc, CtasError):
         return exc
-    from airflow_provider_ctas.core.errors import SparkJobError
+    from airflow_provider_ctas.core.errors import QueryFailedError, SparkJobError, deterministic_condition
 
     condition = error_condition(exc)
     message = first_line(exc)
-    return SparkJobError(f"{condition + ': ' if condition else ''}{message}")
+    text = f"{condition + ': ' if condition else ''}{message}"
+    if deterministic_condition(condition, str(exc)):
+        return QueryFailedError(text)
+    return SparkJobError(text)

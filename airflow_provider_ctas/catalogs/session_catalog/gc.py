@@ -23,14 +23,6 @@ if TYPE_CHECKING:
     from airflow_provider_ctas.spark.engine import Reporter
 
 
-def parse_time(text: str | None) -> datetime | None:
-    try:
-        parsed = datetime.fromisoformat(text or "")
-    except ValueError:
-        return None
-    return parsed if parsed.tzinfo else parsed.replace(tzinfo=UTC)
-
-
 @dataclass
 class GcParams:
     databases: list[str]
@@ -87,7 +79,7 @@ class SessionCatalogGc:
         if txn_id in self.params.protect:
             self._note("kept", what, "its task instance is still active in Airflow", txn_id=txn_id, task=task)
             return True
-        born = parse_time(created)
+        born = markers.parse_time(created)
         if born is None:
             self._note("kept", what, "no readable creation time", txn_id=txn_id, task=task)
             return True
@@ -176,8 +168,15 @@ class SessionCatalogGc:
                 self._delete(path, "empty directory under a reserved name")
             return
         live = self._live(marker.target)
-        if any(p == path or p.startswith(path + "/") for p in live):
-            return  # the target reads from it (its location, or partitions in it)
+        if _feeds(path, live):
+            # The target reads from it (its location, or partitions in it); partitions in it that were
+            # superseded go once their retention has ended.
+            for retired, record in self._records_within(path):
+                if not _feeds(retired, live) and self._retention_over(retired, record):
+                    self._delete(
+                        retired, f"a superseded partition of {record.target}, retained until {record.delete_after}"
+                    )
+            return
         if marker.published_at is None:
             if not self._blocked(path, marker.txn_id, marker.created_at, marker.task):
                 self._delete(path, "orphan staging directory", txn_id=marker.txn_id, task=marker.task)
@@ -185,8 +184,36 @@ class SessionCatalogGc:
         if not live:
             self._note("kept", path, f"published data of {marker.target}, which no longer exists (renamed?)")
             return
+        records = self._records_within(path)
+        if records:
+            if all(self._retention_over(retired, record) for retired, record in records):
+                self._delete(path, f"a superseded version of {marker.target}, its retention over", txn_id=marker.txn_id)
+            return
         if not self._blocked(path, marker.txn_id, marker.published_at, marker.task):
             self._delete(path, f"a superseded version of {marker.target}", txn_id=marker.txn_id)
+
+    def _records_within(self, path: str, depth: int = 4) -> list[tuple[str, markers.SupersededRecord]]:
+        """Superseded versions at ``path`` or in partition directories below it (records written by
+        the publish that superseded them)."""
+        record = markers.SupersededRecord.parse(self.catalog.fs.read_text(f"{path}/{markers.SUPERSEDED_FILE}"))
+        if record is not None:
+            return [(path, record)]
+        if depth == 0:
+            return []
+        found = []
+        for name in self.catalog.fs.list_names(path):
+            if "=" in name:
+                found += self._records_within(f"{path}/{name}", depth - 1)
+        return found
+
+    def _retention_over(self, path: str, record: markers.SupersededRecord) -> bool:
+        due = markers.parse_time(record.delete_after)
+        if due is None or due > self.now:
+            self._note(
+                "kept", path, f"superseded version of {record.target}, kept for readers until {record.delete_after}"
+            )
+            return False
+        return not self._blocked(path, record.superseded_by.split(":", 1)[0], record.delete_after, {})
 
     def _delete(self, path: str, why: str, **extra: Any) -> None:
         if not self.params.dry_run:
@@ -196,3 +223,7 @@ class SessionCatalogGc:
                 self._note("kept", path, f"could not delete: {first_line(exc)}")
                 return
         self._note("removed", path, why, **extra)
+
+
+def _feeds(path: str, live: list[str]) -> bool:
+    return any(p == path or p.startswith(path + "/") for p in live)

@@ -12,6 +12,7 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 from dataclasses import dataclass, field
+from datetime import timedelta
 from enum import StrEnum
 from typing import Any
 
@@ -36,6 +37,18 @@ class Mode(StrEnum):
 # Data sources Spark's session catalog writes as plain files. Avro needs the spark-avro jar on the
 # cluster; without it Spark reports a missing data source while staging is created (before any job).
 FILE_FORMATS = frozenset({"parquet", "orc", "json", "csv", "avro", "text"})
+
+DEFAULT_RETENTION_SECONDS = 3600
+"""How long a superseded version stays on storage for readers that listed its files before the switch."""
+
+
+def validate_retention(value: object) -> int:
+    seconds = value.total_seconds() if isinstance(value, timedelta) else value
+    if isinstance(seconds, bool) or not isinstance(seconds, int | float) or not 0 <= seconds <= 366 * 86400:
+        raise InvalidInputError(
+            f"superseded_retention must be a timedelta or a number of seconds from 0 to 366 days, got {value!r}"
+        )
+    return int(seconds)
 
 
 def validate_mode(mode: object) -> Mode:
@@ -64,6 +77,7 @@ class SessionCatalogTable(TwoPhaseTable):
     partition_by: tuple[str, ...] = ()
     table_properties: dict[str, str] = field(default_factory=dict)
     allow_swap: bool = False
+    superseded_retention_seconds: int = DEFAULT_RETENTION_SECONDS
 
     def staging_table(self, try_number: int | None = None) -> TableRef:
         return self.target.with_table(markers.staging_name(self.txn_id, try_number or self.try_number))
@@ -92,11 +106,15 @@ class SessionCatalogTable(TwoPhaseTable):
             "partition_by": list(self.partition_by),
             "table_properties": dict(self.table_properties),
             "allow_swap": self.allow_swap,
+            "superseded_retention_seconds": self.superseded_retention_seconds,
         }
 
     @classmethod
     def spec_from_dict(cls, data: Mapping[str, Any]) -> dict[str, Any]:
-        spec = _exact_fields(data, {"mode", "table_format", "partition_by", "table_properties", "allow_swap"}, "spec")
+        fields_ = {"mode", "table_format", "partition_by", "table_properties", "allow_swap"}
+        # State stored before the retention existed has no such field: it gets the default.
+        retention = "superseded_retention_seconds"
+        spec = _exact_fields(data, fields_ | ({retention} if retention in data else set()), "spec")
         if not isinstance(spec["allow_swap"], bool):
             raise CorruptStateError("spec.allow_swap must be a boolean")
         try:
@@ -106,6 +124,7 @@ class SessionCatalogTable(TwoPhaseTable):
                 "partition_by": validate_columns(spec["partition_by"], "partition_by"),
                 "table_properties": validate_table_properties(spec["table_properties"]),
                 "allow_swap": spec["allow_swap"],
+                retention: validate_retention(spec.get(retention, DEFAULT_RETENTION_SECONDS)),
             }
         except InvalidInputError as exc:
             raise CorruptStateError(f"spec is invalid: {exc}") from exc
