@@ -1,7 +1,7 @@
 """``AtomicCtasOperator``: CREATE TABLE AS SELECT on Spark that publishes all or nothing.
 
 The task's lifecycle is the job-status hook of FLIP-218/305, adapted to what Airflow 3.3 really
-does (DESIGN.md section 4):
+does (docs/design.md):
 
     on_execute_callback   begin     record try N as the fence in the task state store and XCom
     execute               run       one spark-submit (or one Spark Connect session): catalog begin,

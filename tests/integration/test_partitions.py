@@ -3,12 +3,16 @@
 from __future__ import annotations
 
 import json
+import threading
+import time
 
 import pytest
 
-from tests.support.catalog import count, fresh, leftovers, properties
+from airflow_provider_ctas.core import markers
+from tests.support.catalog import count, database_dir, fresh, leftovers, properties
 from tests.support.dags import make_dag, run_dag, xcom_value
 from tests.support.faults import Reader, check_observations
+from tests.support.processes import wait_for_line
 
 pytestmark = pytest.mark.integration
 
@@ -127,4 +131,36 @@ def test_existing_partitions_switch_together(stack, spark, database, monkeypatch
     assert txn["details"]["publish"]["partitions"] == ["ds=2024-01-01", "ds=2024-01-02"]
     after = partition_locations(spark, target)
     assert all(after[ds] != before[ds] for ds in before)
+    assert leftovers(spark, database) == []
+
+
+def test_a_run_that_begins_inside_a_concurrent_first_publish_waits_for_it(
+    stack, spark, database, tmp_path, monkeypatch
+):
+    """Parallel first runs: the metastore moves the winner's directory into place before it commits
+    the rename. A run that begins in that instant must see a table being created, not a leftover."""
+    target = f"{database}.first_use"
+    root = database_dir(spark, database) / "first_use"
+    root.mkdir()
+    other = markers.MarkerFile("f" * 32, 1, f"spark_catalog.{target}", "2024-01-01T00:00:00+00:00")
+    (root / markers.MARKER_FILE).write_text(other.to_json())
+
+    def commit_the_rename() -> None:
+        wait_for_line(progress, "concurrent_creator try=1", timeout=240)  # the run saw the directory
+        time.sleep(2)
+        spark.sql(
+            f"CREATE TABLE {target} (id BIGINT, version STRING, ds STRING) USING parquet PARTITIONED BY (ds) "
+            f"LOCATION '{root}'"
+        )
+
+    progress = tmp_path / "progress"
+    monkeypatch.setenv("AIRFLOW_CTAS_FAULTS", json.dumps({"progress_file": str(progress), "concurrent_creator": {}}))
+    winner = threading.Thread(target=commit_the_rename)
+    winner.start()
+    result, txn = run("first_use_late", target, day_sql("2024-01-02", 50, "v1"))
+    winner.join()
+
+    assert result.task_state == "success" and result.try_number == 1, txn["details"].get("error")
+    assert txn["details"]["publish"]["mechanism"] == "partitions"
+    assert count(spark, target, "ds = '2024-01-02'") == 50
     assert leftovers(spark, database) == []

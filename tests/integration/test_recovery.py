@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import logging
 import os
@@ -323,9 +324,9 @@ def test_a_replaced_version_stays_readable_for_sessions_that_cached_it(stack, sp
     until the retention ends; then the next publish over the data, or GC, deletes it."""
     target = f"{database}.cached_dim"
 
-    def replace(dag_id: str, rows: int) -> str:
+    def replace(dag_id: str, rows: int, retention: int = 3) -> str:
         dag = make_dag(dag_id, target_table=target, mode="replace", sql=f"SELECT id FROM range({rows})",
-                       superseded_retention=3)  # fmt: skip
+                       superseded_retention=retention)  # fmt: skip
         return run_dag(dag).task_state
 
     def wait_out(path: Path) -> None:
@@ -347,7 +348,7 @@ def test_a_replaced_version_stays_readable_for_sessions_that_cached_it(stack, sp
     second_dir = location(spark, target)
 
     wait_out(first_dir)
-    assert replace("cached_3", 30) == "success"  # sweeps what is past its retention
+    assert replace("cached_3", 30, retention=600) == "success"  # sweeps what is past its retention
     assert not first_dir.exists(), "the next publish deletes a superseded version once its retention ended"
     with pytest.raises(Exception, match=r"FILE_NOT_EXIST|FileNotFound"):
         cached.sql(read).collect()  # past the retention a session that never refreshed fails
@@ -355,7 +356,11 @@ def test_a_replaced_version_stays_readable_for_sessions_that_cached_it(stack, sp
 
     kept = _entries(_gc_cli("--database", database, "--min-age", "0s"), "kept")
     assert any(what.endswith(second_dir.name) and "kept for readers until" in why for what, why in kept.items())
-    wait_out(second_dir)
+    # Ten minutes pass: the record's time is moved back rather than waited out.
+    record_file = second_dir / markers.SUPERSEDED_FILE
+    record = markers.SupersededRecord.parse(record_file.read_text())
+    assert record is not None
+    record_file.write_text(dataclasses.replace(record, delete_after="2000-01-01T00:00:00+00:00").to_json())
     removed = _entries(_gc_cli("--database", database, "--min-age", "0s"), "removed")
     assert any(what.endswith(second_dir.name) for what in removed), removed
     assert not second_dir.exists()

@@ -66,3 +66,29 @@ def test_superseded_retention_is_validated_at_parse_time():
     for bad in (-1, "1h", True, 400 * 86400):
         with pytest.raises(InvalidInputError, match="superseded_retention"):
             validate_retention(bad)
+
+
+def test_an_abort_delivered_outside_the_try_starts_no_spark_work(monkeypatch):
+    """The DAG processor runs a lost worker's failure callback on a fresh operator, possibly late and
+    twice, while a newer try writes: it must not act on whatever transaction the stored state names."""
+    from types import SimpleNamespace
+
+    from airflow_provider_ctas.catalogs import create_two_phase_table
+    from airflow_provider_ctas.core.transaction import TransactionKey
+
+    def no_spark(*args, **kwargs):
+        raise AssertionError("the callback started Spark work")
+
+    op = make()
+    monkeypatch.setattr(op, "_new_runner", no_spark)
+    monkeypatch.setattr(op, "_from_xcom", no_spark)
+    failed_try_1 = {"ti": SimpleNamespace(try_number=1), "task": op}
+    ctas_abort(failed_try_1)  # fresh operator: it ran no try
+    ctas_abort(failed_try_1)  # delivered again
+
+    table = create_two_phase_table(
+        key=TransactionKey("d", "t", "r"), conn_id="spark_default", target="db.t", mode="create", table_format="parquet"
+    )
+    table.begin(2, "2024-01-01T00:00:00+00:00")
+    op._txn = table  # this process runs try 2; a late callback for try 1 arrives
+    ctas_abort(failed_try_1)

@@ -135,14 +135,12 @@ class SessionCatalogExecutor:
         # tries, or an earlier attempt of this very try that a cluster manager relaunched. Their
         # directories are deleted only after this try publishes or aborts (see _finish_cleanup).
         report.touched += self.clean_tries(up_to=self.table.try_number, delete_dirs=False)
-        info = self.catalog.table_info(target)
+        info = self.catalog.table_info(target) or self._require_free_location()
         if info is not None:
             self._decide_on_existing_target(info)
             if self.skip_rest:
                 report.note = f"outcome {self.outcome}; no staging created"
                 return
-        else:
-            self._require_free_location()
         schema = self._analyse()
         self.mechanism = self._choose_mechanism(info, schema)
         self.details["publish_mechanism"] = self.mechanism.value
@@ -202,16 +200,31 @@ class SessionCatalogExecutor:
                 "only replaces managed tables, whose data the metastore owns"
             )
 
-    def _require_free_location(self) -> None:
-        """A plain CTAS that crashed leaves the target's directory behind and blocks the rename."""
+    def _require_free_location(self) -> TableInfo | None:
+        """The target does not exist: its directory must not either. Returns the target when it turns
+        out to be in the middle of being created by a concurrent run of this provider.
+
+        A plain CTAS that crashed leaves the target's directory behind and blocks the rename. A
+        concurrent run's rename shows the same way for a moment: the metastore moves the directory
+        before it commits the rename (seen in parallel backfills' first runs).
+        """
         location = f"{self.catalog.db_location(self.table.target.database)}/{self.table.target.table}"
         if not self.catalog.fs.exists(location):
-            return
+            return None
         marker = self.catalog.read_marker(location)
         if marker is not None and marker.txn_id == self.table.txn_id:
             self.catalog.fs.delete(location)
             self.log.info(f"deleted {location}, left by an earlier try of this transaction")
-            return
+            return None
+        if marker is not None and marker.target == self.table.target.qualified:
+            self._fault("concurrent_creator")
+            if self._target_appeared():
+                self.log.info(f"{self.table.target} was being created by a concurrent run; it exists now")
+                return self.catalog.table_info(self.table.target)
+            raise PublishError(
+                f"{location} holds data that transaction {marker.txn_id} of this provider is publishing as "
+                f"{self.table.target}, but no table is registered there yet; the next try looks again"
+            )
         raise LeftoverError(
             f"{self.table.target} does not exist but its directory {location} does (left by a crashed "
             "non-atomic CREATE TABLE AS SELECT?); it has no marker of this provider, so it is left alone: "
