@@ -144,9 +144,10 @@ def test_bad_query_over_connect_fails_and_leaves_nothing(stack, connect_server, 
     sql = "SELECT id, CAST(CASE WHEN id > 5 THEN raise_error('boom') END AS STRING) AS x FROM range(10)"
     run = run_dag(make_dag("connect_bad", retries=1, target_table=target, sql=sql, conn_id=CONNECT_CONN_ID))
 
-    assert run.task_state == "failed" and run.try_number == 2, "a failed job is retried, then fails"
+    assert run.task_state == "failed" and run.try_number == 1, "a query that fails on its data is not retried"
     txn = transaction("connect_bad", run.run_id)
     assert txn["state"] == "aborted"
+    assert txn["details"]["error"]["code"] == "QUERY_FAILED"
     assert "boom" in txn["details"]["error"]["message"]
     assert not table_exists(spark, target)
     assert leftovers(spark, database) == []
