@@ -15,7 +15,7 @@ import re
 from collections.abc import Mapping
 from dataclasses import asdict, dataclass, field
 from datetime import UTC, datetime
-from typing import Literal
+from typing import Any, Literal
 
 from airflow_provider_ctas.core.identifiers import PROVIDER_PROPERTY_PREFIX, RESERVED_PREFIX
 
@@ -129,11 +129,8 @@ class MarkerFile:
     @classmethod
     def parse(cls, content: str | None) -> MarkerFile | None:
         """The marker in ``content``, or None when it is missing or not one of ours."""
-        try:
-            data = json.loads(content or "")
-        except ValueError:
-            return None
-        if not isinstance(data, dict):
+        data = _json_object(content)
+        if data is None:
             return None
         txn_id, try_number, target = data.get("txn_id"), data.get("try_number"), data.get("target")
         created_at, published_at, task = data.get("created_at"), data.get("published_at"), data.get("task")
@@ -185,12 +182,18 @@ class SupersededRecord:
 
     @classmethod
     def parse(cls, content: str | None) -> SupersededRecord | None:
-        try:
-            data = json.loads(content or "")
-        except ValueError:
-            return None
-        if not isinstance(data, dict):
+        data = _json_object(content)
+        if data is None:
             return None
         values = [data.get(k) for k in ("target", "superseded_at", "delete_after", "superseded_by")]
         strings = [v for v in values if isinstance(v, str)]
         return cls(*strings) if len(strings) == len(values) else None
+
+
+def _json_object(content: str | None) -> dict[str, Any] | None:
+    """A marker file's JSON object, or None for a missing, garbled or non-object file."""
+    try:
+        data = json.loads(content or "")
+    except ValueError:
+        return None
+    return data if isinstance(data, dict) else None
