@@ -75,8 +75,8 @@ def environment(root: Path) -> dict[str, str]:
 
 def start_connect_server(root: Path, env: dict[str, str]) -> Any:
     """A Connect server with its own embedded metastore: Derby admits one JVM, the spark-submit runs use theirs."""
-    from airflow_provider_ctas.local.connect_server import ConnectServer
-    from airflow_provider_ctas.local.metastore import embedded_derby_conf
+    from ctas_devstack.connect_server import ConnectServer
+    from ctas_devstack.metastore import embedded_derby_conf
 
     world = root / "connect"
     conf = {**embedded_derby_conf(world), "spark.log.level": "WARN", "spark.driver.memory": DRIVER_MEMORY}
@@ -110,7 +110,7 @@ def prepare(root: Path) -> dict[str, str]:
     env = environment(root)
     python = sys.executable
     subprocess.run(
-        [python, "-m", "airflow_provider_ctas.local.metastore", "embedded", "--root", str(root),
+        [python, "-m", "ctas_devstack.metastore", "embedded", "--root", str(root),
          "--spark-conf-dir", str(root / "spark-conf")],
         env=env, check=True, capture_output=True,
     )  # fmt: skip

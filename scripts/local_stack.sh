@@ -17,13 +17,13 @@ case "${1:-}" in
     bash scripts/setup.sh
     bash scripts/postgres.sh start >/dev/null
     export PATH="$PWD/.venv/bin:$PATH"
-    python -m airflow_provider_ctas.local.metastore start --root "$ROOT/hms" --port 9083 \
+    python -m ctas_devstack.metastore start --root "$ROOT/hms" --port 9083 \
       --spark-conf-dir "$ROOT/spark-conf"
     # Worker cores are scheduling slots: more than the machine has lets parallel runs share it.
-    python -m airflow_provider_ctas.local.cluster start --root "$ROOT/cluster" --port 7077 --cores 8 --memory 6g
+    python -m ctas_devstack.cluster start --root "$ROOT/cluster" --port 7077 --cores 8 --memory 6g
     export SPARK_CONF_DIR="$ROOT/spark-conf"
     export AIRFLOW_CONN_SPARK_DEFAULT='{"conn_type": "spark", "host": "spark://127.0.0.1:7077"}'
-    python -m airflow_provider_ctas.local.airflow_services start --root "$ROOT/airflow" \
+    python -m ctas_devstack.airflow_services start --root "$ROOT/airflow" \
       --dags-folder "$PWD/example_dags" --database "$DATABASE"
     {
       echo "export PATH=$PWD/.venv/bin:\$PATH"
@@ -34,9 +34,9 @@ case "${1:-}" in
     ;;
   stop)
     export PATH="$PWD/.venv/bin:$PATH"
-    python -m airflow_provider_ctas.local.airflow_services stop --root "$ROOT/airflow"
-    python -m airflow_provider_ctas.local.cluster stop --root "$ROOT/cluster"
-    python -m airflow_provider_ctas.local.metastore stop --root "$ROOT/hms"
+    python -m ctas_devstack.airflow_services stop --root "$ROOT/airflow"
+    python -m ctas_devstack.cluster stop --root "$ROOT/cluster"
+    python -m ctas_devstack.metastore stop --root "$ROOT/hms"
     bash scripts/postgres.sh stop >/dev/null
     ;;
   *)

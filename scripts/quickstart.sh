@@ -15,7 +15,7 @@ export SPARK_CONF_DIR="$LOCAL/spark-conf"
 export AIRFLOW_CONN_SPARK_DEFAULT='{"conn_type": "spark", "host": "local[2]"}'
 LOGICAL_DATE="${1:-2024-01-01}"
 
-python -m airflow_provider_ctas.local.metastore embedded --root "$LOCAL" --spark-conf-dir "$SPARK_CONF_DIR"
+python -m ctas_devstack.metastore embedded --root "$LOCAL" --spark-conf-dir "$SPARK_CONF_DIR"
 airflow db migrate >"$LOCAL/db-migrate.log" 2>&1
 airflow dags test example_atomic_ctas "$LOGICAL_DATE" >"$LOCAL/dags-test.log" 2>&1 || {
   echo "quickstart: the DAG run failed; see $LOCAL/dags-test.log"; exit 1; }

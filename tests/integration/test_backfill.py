@@ -19,9 +19,9 @@ from typing import Any
 
 import pytest
 
-from airflow_provider_ctas.local.airflow_services import AirflowServices
-from airflow_provider_ctas.local.cluster import StandaloneCluster
-from airflow_provider_ctas.local.postgres import create_database, drop_database
+from ctas_devstack.airflow_services import AirflowServices
+from ctas_devstack.cluster import StandaloneCluster
+from ctas_devstack.postgres import create_database, drop_database
 from tests.support.catalog import count, fresh, leftovers, partition_locations
 from tests.support.faults import classify_read_error
 

@@ -14,8 +14,8 @@ from typing import TYPE_CHECKING
 
 import pytest
 
-from airflow_provider_ctas.local.connect_server import ConnectServer
-from airflow_provider_ctas.local.metastore import HiveMetastore, write_spark_conf_dir
+from ctas_devstack.connect_server import ConnectServer
+from ctas_devstack.metastore import HiveMetastore, write_spark_conf_dir
 
 if TYPE_CHECKING:
     from pyspark.sql import SparkSession

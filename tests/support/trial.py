@@ -60,6 +60,7 @@ def run_one_try(dag_file: str, dag_id: str, run_id: str, task_id: str = "ctas") 
             )
         dag_run.state = DagRunState.RUNNING
         ti = dag_run.get_task_instance(task_id, session=session)
+        assert ti is not None, f"{dag_id} has no task {task_id}"
         ti.try_number += 1
         ti.state = TaskInstanceState.SCHEDULED
         session.commit()
@@ -67,13 +68,14 @@ def run_one_try(dag_file: str, dag_id: str, run_id: str, task_id: str = "ctas") 
         session.expunge(ti)
     _run_task(ti=ti, task=dag.task_dict[task_id])
     with create_session() as session:
-        return str(
+        after = (
             session.query(DagRun)
             .filter_by(dag_id=dag_id, run_id=run_id)
             .one()
             .get_task_instance(task_id, session=session)
-            .state
         )
+        assert after is not None
+        return str(after.state)
 
 
 if __name__ == "__main__":

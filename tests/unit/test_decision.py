@@ -171,6 +171,7 @@ def test_refusal_and_commit_race_to_exactly_one_decision():
             refusal.start()
             asker.join(10)
             refusal.join(10)
+        assert coordinator.decision is not None
         assert outcome == [coordinator.decision.value], (outcome, coordinator.decision)
 
 

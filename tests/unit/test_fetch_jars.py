@@ -19,7 +19,7 @@ import pytest
 
 SCRIPT = Path(__file__).parents[2] / "scripts" / "fetch_jars.py"
 sys.path.insert(0, str(SCRIPT.parent))
-import fetch_jars  # noqa: E402
+import fetch_jars  # type: ignore[import-not-found]  # noqa: E402
 
 
 def run(lock: Path, cache: Path, *args: str, env: dict[str, str] | None = None) -> subprocess.CompletedProcess[str]:

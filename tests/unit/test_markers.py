@@ -11,7 +11,8 @@ def test_reserved_names_parse_back():
     assert markers.parse_reserved_name(markers.staging_name(TXN, 12)) == markers.ReservedName(
         "0123456789abcdef", "staging", 12
     )
-    assert markers.parse_reserved_name(markers.backup_name(TXN, 1)).role == "backup"
+    backup = markers.parse_reserved_name(markers.backup_name(TXN, 1))
+    assert backup is not None and backup.role == "backup"
     for name in ("orders", "__ctas_0123_s1", "__ctas_0123456789abcdef_x1", "__ctas_0123456789abcdef_s"):
         assert markers.parse_reserved_name(name) is None
 
@@ -45,7 +46,8 @@ def test_retained_versions_round_trip_in_the_marker_and_garbage_is_dropped():
     assert parsed is not None and parsed.retained == (markers.Retained("/p", "2024-01-02"),)
     # A marker written before retention existed has none.
     del data["retained"]
-    assert markers.MarkerFile.parse(json.dumps(data)).retained == ()
+    old = markers.MarkerFile.parse(json.dumps(data))
+    assert old is not None and old.retained == ()
 
 
 def test_superseded_record_parses_only_complete_records():
@@ -56,4 +58,5 @@ def test_superseded_record_parses_only_complete_records():
     assert markers.SupersededRecord.parse('{"target": "x"}') is None
     assert markers.SupersededRecord.parse("not json") is None
     assert markers.parse_time("garbage") is None
-    assert markers.parse_time("2024-01-01T00:00:00").tzinfo is not None
+    naive = markers.parse_time("2024-01-01T00:00:00")
+    assert naive is not None and naive.tzinfo is not None

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from typing import Any
+
 import pytest
 
 from airflow_provider_ctas.core.errors import InvalidInputError
@@ -10,7 +12,7 @@ from airflow_provider_ctas.operators.atomic_ctas import ctas_abort, ctas_begin, 
 
 
 def make(**kwargs) -> AtomicCtasOperator:
-    options = {"task_id": "t", "sql": "SELECT 1", "target_table": "db.t"}
+    options: dict[str, Any] = {"task_id": "t", "sql": "SELECT 1", "target_table": "db.t"}
     options.update(kwargs)
     return AtomicCtasOperator(**options)
 
@@ -82,7 +84,7 @@ def test_an_abort_delivered_outside_the_try_starts_no_spark_work(monkeypatch):
     op = make()
     monkeypatch.setattr(op, "_new_runner", no_spark)
     monkeypatch.setattr(op, "_from_xcom", no_spark)
-    failed_try_1 = {"ti": SimpleNamespace(try_number=1), "task": op}
+    failed_try_1: Any = {"ti": SimpleNamespace(try_number=1), "task": op}
     ctas_abort(failed_try_1)  # fresh operator: it ran no try
     ctas_abort(failed_try_1)  # delivered again
 

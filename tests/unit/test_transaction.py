@@ -2,6 +2,7 @@ from __future__ import annotations
 
 import copy
 import json
+from typing import Any
 
 import pytest
 
@@ -21,7 +22,7 @@ AT = "2024-01-01T00:00:00+00:00"
 
 
 def table(**overrides) -> SessionCatalogTable:
-    options = {
+    options: dict[str, Any] = {
         "key": KEY,
         "conn_id": "spark_default",
         "target": "analytics.orders",

@@ -2,8 +2,8 @@
 
 The "outgrew one machine" path for trying the provider with a ``spark://`` connection:
 
-    python -m airflow_provider_ctas.local.cluster start --root .ctas-local/cluster --port 7077
-    python -m airflow_provider_ctas.local.cluster stop --root .ctas-local/cluster
+    python -m ctas_devstack.cluster start --root .ctas-local/cluster --port 7077
+    python -m ctas_devstack.cluster stop --root .ctas-local/cluster
 
 Spark runs Python applications on a standalone cluster in client deploy mode only (spark-submit:
 "Cluster deploy mode is currently not supported for python applications on standalone clusters").
@@ -21,7 +21,7 @@ import urllib.request
 from pathlib import Path
 from typing import Any
 
-from airflow_provider_ctas.local.metastore import free_port, spark_home, stop_pid_file, wait_for_port
+from ctas_devstack.metastore import free_port, spark_home, stop_pid_file, wait_for_port
 
 
 class StandaloneCluster:

@@ -2,9 +2,9 @@
 the scheduler with LocalExecutor and the DAG processor, so DAG runs and backfills really execute in
 parallel (SQLite, the quickstart's database, allows one writer and the SequentialExecutor only).
 
-    python -m airflow_provider_ctas.local.airflow_services start --root .ctas-local/airflow-pg \\
+    python -m ctas_devstack.airflow_services start --root .ctas-local/airflow-pg \\
         --dags-folder example_dags --database ctas_airflow
-    python -m airflow_provider_ctas.local.airflow_services stop --root .ctas-local/airflow-pg
+    python -m ctas_devstack.airflow_services stop --root .ctas-local/airflow-pg
 
 Services inherit this process's environment (SPARK_CONF_DIR, AIRFLOW_CONN_* ...).
 """
@@ -21,8 +21,8 @@ import sys
 from collections.abc import Mapping
 from pathlib import Path
 
-from airflow_provider_ctas.local.metastore import free_port, stop_pid_file, wait_for_port
-from airflow_provider_ctas.local.postgres import create_database
+from ctas_devstack.metastore import free_port, stop_pid_file, wait_for_port
+from ctas_devstack.postgres import create_database
 
 SERVICES = ("api-server", "scheduler", "dag-processor")
 

@@ -1,11 +1,11 @@
 """A Spark Connect server from pyspark's own jars, on 127.0.0.1, for ``spark_connect`` connections.
 
-    python -m airflow_provider_ctas.local.connect_server start --root .ctas-local/connect --port 15002
-    python -m airflow_provider_ctas.local.connect_server stop --root .ctas-local/connect
+    python -m ctas_devstack.connect_server start --root .ctas-local/connect --port 15002
+    python -m ctas_devstack.connect_server stop --root .ctas-local/connect
 
 The server is one Spark driver (``local[N]`` by default, or any master) that reads its catalog
 settings from ``SPARK_CONF_DIR`` like any other Spark application; point that at a directory
-written by ``airflow_provider_ctas.local.metastore`` to share a metastore with other Spark jobs.
+written by ``ctas_devstack.metastore`` to share a metastore with other Spark jobs.
 """
 
 from __future__ import annotations
@@ -16,7 +16,7 @@ import subprocess
 import sys
 from pathlib import Path
 
-from airflow_provider_ctas.local.metastore import free_port, spark_home, stop_pid_file, wait_for_port
+from ctas_devstack.metastore import free_port, spark_home, stop_pid_file, wait_for_port
 
 SERVER_CLASS = "org.apache.spark.sql.connect.service.SparkConnectServer"
 

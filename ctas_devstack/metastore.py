@@ -5,8 +5,8 @@ polling while a task writes, parallel backfill runs) needs a shared metastore se
 ``org.apache.hadoop.hive.metastore.HiveMetaStore`` from the Hive 2.3 jars inside the pyspark
 wheel, bound to 127.0.0.1, backed by an embedded Derby database under ``root``.
 
-    python -m airflow_provider_ctas.local.metastore start --root .ctas-local/hms --port 9083
-    python -m airflow_provider_ctas.local.metastore stop --root .ctas-local/hms
+    python -m ctas_devstack.metastore start --root .ctas-local/hms --port 9083
+    python -m ctas_devstack.metastore stop --root .ctas-local/hms
 """
 
 from __future__ import annotations
