@@ -12,4 +12,5 @@ fi
 ruff check .
 ruff format --check .
 mypy
+lint-imports
 pytest "$@"

@@ -1,48 +1,59 @@
-"""Catalog strategies and the factory that picks one for a target.
+"""Catalog strategies, and the registry the operator, the driver, GC and lineage ask.
 
-Like FLIP-305's ``Catalog#createTwoPhaseCatalogTable``, the factory either returns a two-phase table
+Like FLIP-305's ``Catalog#createTwoPhaseCatalogTable``, the registry either returns a two-phase table
 that can make the target atomic or says why it cannot; it never falls back to a non-atomic path.
+Adding a table format is one package (a :class:`Strategy`) and one line in ``STRATEGIES``.
 """
 
 from __future__ import annotations
 
 from collections.abc import Iterable, Mapping
 
-from airflow_provider_ctas.catalogs.session_catalog.table import (
-    DEFAULT_RETENTION_SECONDS,
-    FILE_FORMATS,
-    Mode,
-    SessionCatalogTable,
-    validate_mode,
-    validate_retention,
-)
-from airflow_provider_ctas.core.errors import (
-    AtomicityNotSupportedError,
-    CorruptStateError,
-    InvalidInputError,
-)
-from airflow_provider_ctas.core.identifiers import (
-    validate_columns,
-    validate_table_properties,
-    validate_target,
-)
-from airflow_provider_ctas.core.transaction import (
-    TransactionKey,
-    TwoPhaseTable,
-    load_table,
-    validate_conn_id,
-)
+from airflow_provider_ctas.catalogs.session_catalog.strategy import STRATEGY as SESSION_CATALOG
+from airflow_provider_ctas.catalogs.strategy import RequestSpec, Strategy
+from airflow_provider_ctas.core.errors import AtomicityNotSupportedError, CorruptStateError, InvalidInputError
+from airflow_provider_ctas.core.transaction import TransactionKey, TwoPhaseTable, load_table, validate_conn_id
 
-__all__ = ["SessionCatalogTable", "create_two_phase_table", "load_two_phase_table"]
+__all__ = ["STRATEGIES", "Strategy", "create_two_phase_table", "load_two_phase_table", "strategy_for"]
+
+STRATEGIES: tuple[Strategy, ...] = (SESSION_CATALOG,)
+
+# Formats users ask for that need a catalog with its own transactions (a StagingTableCatalog); no
+# strategy serves them yet.
+_TRANSACTIONAL_FORMATS = frozenset({"delta", "iceberg", "hudi", "paimon"})
+
+
+def strategy_for(table_format: object) -> Strategy:
+    """The strategy that serves ``table_format``; says why none does otherwise."""
+    if not isinstance(table_format, str):
+        raise InvalidInputError(f"table_format must be a string, got {type(table_format).__name__}")
+    fmt = table_format.lower()
+    for strategy in STRATEGIES:
+        if fmt in strategy.formats:
+            return strategy
+    if fmt in _TRANSACTIONAL_FORMATS:
+        raise AtomicityNotSupportedError(
+            f"table_format {table_format!r} needs its own catalog (Spark's StagingTableCatalog from the "
+            f"{fmt} runtime jar), which this provider does not drive yet; its CREATE TABLE AS SELECT is "
+            "already atomic inside one Spark job, so use SparkSqlOperator for it"
+        )
+    served = sorted(f for strategy in STRATEGIES for f in strategy.formats)
+    raise AtomicityNotSupportedError(
+        f"table_format {table_format!r} cannot be made atomic: no catalog strategy supports it; "
+        f"supported formats are: {', '.join(served)}"
+    )
+
+
+def strategy_of_kind(kind: str) -> Strategy:
+    for strategy in STRATEGIES:
+        if strategy.kind == kind:
+            return strategy
+    raise CorruptStateError(f"no strategy for kind {kind!r}")
 
 
 def load_two_phase_table(data: object) -> TwoPhaseTable:
     """Deserialize a two-phase table of any kind registered by this package (see ``load_table``)."""
     return load_table(data)
-
-
-# Formats users ask for that need a catalog with its own transactions (a StagingTableCatalog).
-_TRANSACTIONAL_FORMATS = {"delta", "iceberg", "hudi", "paimon"}
 
 
 def create_two_phase_table(
@@ -55,41 +66,23 @@ def create_two_phase_table(
     partition_by: Iterable[str] | None = None,
     table_properties: Mapping[str, object] | None = None,
     allow_swap: bool = False,
-    superseded_retention: object = DEFAULT_RETENTION_SECONDS,
+    superseded_retention: object = None,
 ) -> TwoPhaseTable:
     """Validate a request and return the two-phase table that can publish it atomically."""
-    ref = validate_target(target)
-    validated_mode = validate_mode(mode)
-    columns = validate_columns(partition_by, "partition_by")
-    properties = validate_table_properties(table_properties)
     try:
         conn = validate_conn_id(conn_id)
     except CorruptStateError as exc:
         raise InvalidInputError(str(exc)) from exc
-    if not isinstance(table_format, str):
-        raise InvalidInputError(f"table_format must be a string, got {type(table_format).__name__}")
-    fmt = table_format.lower()
-    if validated_mode is Mode.OVERWRITE_PARTITIONS and not columns:
-        raise InvalidInputError("mode 'overwrite_partitions' needs partition_by (the partitions it overwrites)")
-    if fmt in FILE_FORMATS:
-        return SessionCatalogTable(
-            key=key,
-            conn_id=conn,
-            target=ref,
-            mode=validated_mode,
-            table_format=fmt,
-            partition_by=columns,
-            table_properties=properties,
-            allow_swap=bool(allow_swap),
-            superseded_retention_seconds=validate_retention(superseded_retention),
-        )
-    if fmt in _TRANSACTIONAL_FORMATS:
-        raise AtomicityNotSupportedError(
-            f"table_format {table_format!r} needs its own catalog (Spark's StagingTableCatalog from the "
-            f"{fmt} runtime jar), which this provider does not drive yet; its CREATE TABLE AS SELECT is "
-            "already atomic inside one Spark job, so use SparkSqlOperator for it"
-        )
-    raise AtomicityNotSupportedError(
-        f"table_format {table_format!r} cannot be made atomic: no catalog strategy supports it; "
-        f"file formats of Spark's session catalog are: {', '.join(sorted(FILE_FORMATS))}"
+    strategy = strategy_for(table_format)
+    spec = RequestSpec(
+        key=key,
+        conn_id=conn,
+        target=target,
+        mode=mode,
+        table_format=table_format,
+        partition_by=partition_by,
+        table_properties=table_properties,
+        allow_swap=allow_swap,
+        superseded_retention=superseded_retention,
     )
+    return strategy.validate(spec)

@@ -142,37 +142,46 @@ def validate_table_properties(properties: object) -> dict[str, str]:
         raise InvalidInputError(f"table_properties must be a dict, got {type(properties).__name__}")
     result: dict[str, str] = {}
     for key, value in properties.items():
-        if not isinstance(key, str) or not _PROPERTY_KEY.fullmatch(key):
-            raise InvalidInputError(
-                f"table property key {key!r} is not allowed; use letters, digits and '_', '.', ':', '-' "
-                "(starting with a letter, digit or '_')"
-            )
-        if len(key) > MAX_PROPERTY_KEY_LENGTH:
-            raise InvalidInputError(f"table property key {key[:40]!r}... is too long")
-        lowered = key.lower()
-        if lowered in SPARK_RESERVED_PROPERTIES:
-            raise InvalidInputError(
-                f"table property {key!r} is reserved by Spark and cannot be set through TBLPROPERTIES "
-                f"(Spark sets it itself); choose another key, e.g. 'team' instead of 'owner'"
-            )
-        if lowered.startswith(PROVIDER_PROPERTY_PREFIX):
-            raise InvalidInputError(
-                f"table property {key!r} uses the prefix {PROVIDER_PROPERTY_PREFIX!r}, reserved for "
-                "this provider's ownership and provenance markers"
-            )
-        if lowered.startswith("spark.sql."):
-            raise InvalidInputError(f"table property {key!r} is reserved for Spark's own table metadata")
-        if not isinstance(value, str | int | float | bool):
-            raise InvalidInputError(f"table property {key!r} must have a string value, got {type(value).__name__}")
-        text = str(value).lower() if isinstance(value, bool) else str(value)
-        if len(text) > MAX_PROPERTY_VALUE_LENGTH:
-            raise InvalidInputError(f"table property {key!r} is longer than {MAX_PROPERTY_VALUE_LENGTH} characters")
-        if any(not c.isprintable() for c in text):
-            raise InvalidInputError(f"table property {key!r} contains a control character")
-        if lowered in (k.lower() for k in result):
+        _validate_property_key(key)
+        text = _property_value(key, value)
+        if key.lower() in (k.lower() for k in result):
             raise InvalidInputError(f"table property {key!r} is given twice (keys are case-insensitive)")
         result[key] = text
     return result
+
+
+def _validate_property_key(key: object) -> None:
+    if not isinstance(key, str) or not _PROPERTY_KEY.fullmatch(key):
+        raise InvalidInputError(
+            f"table property key {key!r} is not allowed; use letters, digits and '_', '.', ':', '-' "
+            "(starting with a letter, digit or '_')"
+        )
+    if len(key) > MAX_PROPERTY_KEY_LENGTH:
+        raise InvalidInputError(f"table property key {key[:40]!r}... is too long")
+    lowered = key.lower()
+    if lowered in SPARK_RESERVED_PROPERTIES:
+        raise InvalidInputError(
+            f"table property {key!r} is reserved by Spark and cannot be set through TBLPROPERTIES "
+            f"(Spark sets it itself); choose another key, e.g. 'team' instead of 'owner'"
+        )
+    if lowered.startswith(PROVIDER_PROPERTY_PREFIX):
+        raise InvalidInputError(
+            f"table property {key!r} uses the prefix {PROVIDER_PROPERTY_PREFIX!r}, reserved for "
+            "this provider's ownership and provenance markers"
+        )
+    if lowered.startswith("spark.sql."):
+        raise InvalidInputError(f"table property {key!r} is reserved for Spark's own table metadata")
+
+
+def _property_value(key: str, value: object) -> str:
+    if not isinstance(value, str | int | float | bool):
+        raise InvalidInputError(f"table property {key!r} must have a string value, got {type(value).__name__}")
+    text = str(value).lower() if isinstance(value, bool) else str(value)
+    if len(text) > MAX_PROPERTY_VALUE_LENGTH:
+        raise InvalidInputError(f"table property {key!r} is longer than {MAX_PROPERTY_VALUE_LENGTH} characters")
+    if any(not c.isprintable() for c in text):
+        raise InvalidInputError(f"table property {key!r} contains a control character")
+    return text
 
 
 def sql_string_literal(text: str) -> str:

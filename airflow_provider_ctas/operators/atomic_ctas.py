@@ -28,11 +28,10 @@ from airflow.providers.apache.spark.hooks.spark_connect import SparkConnectHook
 from airflow.providers.common.compat.openlineage.utils.spark import (
     inject_parent_job_information_into_spark_properties,
 )
-from airflow.providers.common.compat.sdk import AirflowException, AirflowFailException, BaseOperator
+from airflow.providers.common.compat.sdk import AirflowException, BaseOperator
 from airflow.providers.common.compat.sdk import conf as conf_
 
-from airflow_provider_ctas.catalogs import create_two_phase_table, load_two_phase_table
-from airflow_provider_ctas.catalogs.session_catalog.table import validate_format, validate_mode, validate_retention
+from airflow_provider_ctas.catalogs import create_two_phase_table, strategy_for
 from airflow_provider_ctas.core.errors import CtasError, InvalidInputError, error_from_code
 from airflow_provider_ctas.core.identifiers import (
     validate_columns,
@@ -45,7 +44,8 @@ from airflow_provider_ctas.core.transaction import (
     TwoPhaseTable,
     TxnState,
 )
-from airflow_provider_ctas.operators.lineage import lineage
+from airflow_provider_ctas.operators.lineage import CtasLineageMixin
+from airflow_provider_ctas.operators.state import durable_table, persist, raise_for_airflow, summary, xcom_table
 from airflow_provider_ctas.runners.coordinator import CommitCoordinator
 from airflow_provider_ctas.runners.spark_connect import SparkConnectRunner
 from airflow_provider_ctas.runners.spark_submit import (
@@ -58,7 +58,6 @@ from airflow_provider_ctas.spark.protocol import ABORT_PHASES, RUN_PHASES, Phase
 if TYPE_CHECKING:
     from airflow.sdk import Context
 
-XCOM_KEY = "ctas_transaction"
 """XCom key (and task state store key) of the serialized two-phase table."""
 
 Callback = Callable[..., Any]
@@ -105,7 +104,7 @@ def ctas_abort(context: Context) -> None:
     _operator(context)._abort_callback(context)
 
 
-class AtomicCtasOperator(BaseOperator):
+class AtomicCtasOperator(CtasLineageMixin, BaseOperator):
     """Create (or replace) a table from a Spark SQL query, atomically.
 
     The target appears only when the task succeeds, complete, in one metastore operation; a
@@ -177,14 +176,16 @@ class AtomicCtasOperator(BaseOperator):
         )
         self.sql = sql
         self.target_table = target_table
-        self.mode = validate_mode(mode).value
+        # The strategy serving this format checks what it can before any template renders.
+        strategy_for(table_format).check_options(mode, table_format, superseded_retention)
+        self.mode = mode
         self.partition_by = (
             [partition_by] if isinstance(partition_by, str) and not _is_templated(partition_by) else partition_by
         )
-        self.table_format = validate_format(table_format)
+        self.table_format = table_format.lower()
         self.table_properties = table_properties
         self.allow_swap = allow_swap
-        self.superseded_retention = validate_retention(superseded_retention)
+        self.superseded_retention = superseded_retention
         self.conn_id = conn_id
         self.conf = conf
         self.spark_submit_options = validate_submit_options(spark_submit_options)
@@ -238,53 +239,6 @@ class AtomicCtasOperator(BaseOperator):
             superseded_retention=self.superseded_retention,
         )
 
-    def _durable(self, context: Context) -> TwoPhaseTable | None:
-        store = context.get("task_state_store")
-        if store is None:
-            return None
-        stored = store.get(XCOM_KEY)
-        return None if stored is None else load_two_phase_table(stored)
-
-    def _from_xcom(self, context: Context) -> TwoPhaseTable | None:
-        ti = context["ti"]
-        value = ti.xcom_pull(task_ids=ti.task_id, key=XCOM_KEY, map_indexes=ti.map_index)
-        return None if value is None else load_two_phase_table(value)
-
-    def _persist(self, context: Context, table: TwoPhaseTable) -> None:
-        """Durable copy first (the next try needs it), then XCom (for the UI and downstream tasks).
-
-        Either write may be refused where Airflow does not allow it: the state store in
-        ``on_retry_callback`` (the try's task instance id is already retired; measured on 3.3.2)
-        and outside a worker, XCom in the DAG processor. The catalog markers remain the ground
-        truth, so a refused write only costs visibility.
-        """
-        data = table.to_dict()
-        store = context.get("task_state_store")
-        if store is not None:
-            try:
-                current = store.get(XCOM_KEY)
-                newer = current.get("try_number") if isinstance(current, dict) else None
-                if isinstance(newer, int) and newer > table.try_number:
-                    self.log.warning(
-                        "Not recording try %s: try %s of this task has begun since (this try is fenced off)",
-                        table.try_number,
-                        newer,
-                    )
-                    return
-                store.set(XCOM_KEY, data)
-            except Exception as exc:
-                self.log.info("The task state store refused the write here (%s)", exc)
-        try:
-            context["ti"].xcom_push(key=XCOM_KEY, value=data)
-        except Exception as exc:
-            self.log.info("Could not push XCom %s here (%s)", XCOM_KEY, exc)
-
-    @staticmethod
-    def _raise(error: CtasError) -> None:
-        if error.retryable:
-            raise AirflowException(f"[{error.code}] {error}") from error
-        raise AirflowFailException(f"[{error.code}] {error}") from error
-
     # -- begin ---------------------------------------------------------------------------------
 
     def _begin_callback(self, context: Context) -> None:
@@ -292,11 +246,11 @@ class AtomicCtasOperator(BaseOperator):
         self._txn, self._begin_error, self._context = None, None, context
         try:
             table = self._table_for(context)
-            prior = self._durable(context)
+            prior = durable_table(context)
             if prior is not None:
                 table.continue_from(prior)
             table.begin(context["ti"].try_number, _now())
-            self._persist(context, table)
+            persist(context, table, self.log)
         except BaseException as exc:
             self._begin_error = exc
             self.log.error("begin: failed: %s", exc)
@@ -316,7 +270,7 @@ class AtomicCtasOperator(BaseOperator):
         if table is None or table.state is not TxnState.BEGUN or table.try_number != context["ti"].try_number:
             cause = self._begin_error
             if isinstance(cause, CtasError):
-                self._raise(cause)
+                raise_for_airflow(cause)
             raise AirflowException(
                 "begin did not complete for this try"
                 + (f" ({type(cause).__name__}: {cause})" if cause else " (on_execute_callback did not run)")
@@ -332,7 +286,7 @@ class AtomicCtasOperator(BaseOperator):
         try:
             runner = self._new_runner(context)
         except CtasError as exc:
-            self._raise(exc)
+            raise_for_airflow(exc)
             raise
         self._runner = runner
         faults = faults_from_environment()
@@ -347,12 +301,12 @@ class AtomicCtasOperator(BaseOperator):
             else:
                 result = runner.run(request, name=name)
         except CtasError as exc:
-            self._raise(exc)
+            raise_for_airflow(exc)
             raise
         self._apply(context, table, result)
         if not result.ok and table.state is not TxnState.COMMITTED:
             error = result.error or {}
-            self._raise(error_from_code(error.get("code", "SPARK_ERROR"), error.get("message", "")))
+            raise_for_airflow(error_from_code(error.get("code", "SPARK_ERROR"), error.get("message", "")))
         self.log.info(
             "run: %s %s in %.2fs (%s rows)",
             table.outcome,
@@ -360,7 +314,7 @@ class AtomicCtasOperator(BaseOperator):
             time.monotonic() - started,
             table.details.get("row_count", "unknown"),
         )
-        return self._summary(table)
+        return summary(table)
 
     def _apply(self, context: Context, table: TwoPhaseTable, result: PhaseResult) -> None:
         """Turn what the Spark run reported into lifecycle transitions, then persist them."""
@@ -380,22 +334,12 @@ class AtomicCtasOperator(BaseOperator):
             table.abort(table.try_number, now, {**details, "aborted_by": "spark driver"})
         else:
             table.details.update(details)
-        self._persist(context, table)
-
-    @staticmethod
-    def _summary(table: TwoPhaseTable) -> dict[str, Any]:
-        return {
-            "target": table.target.qualified,
-            "outcome": table.outcome.value if table.outcome else None,
-            "row_count": table.details.get("row_count"),
-            "txn_id": table.txn_id,
-            "try_number": table.try_number,
-        }
+        persist(context, table, self.log)
 
     # -- finalize ------------------------------------------------------------------------------
 
     def _finalize_callback(self, context: Context) -> None:
-        table = self._txn or self._from_xcom(context)
+        table = self._txn or xcom_table(context)
         if table is None:
             self.log.error("finalize: no transaction found for this task instance")
             return
@@ -403,7 +347,7 @@ class AtomicCtasOperator(BaseOperator):
             self.log.error("finalize: the task succeeded but transaction is %s: nothing was published", table.state)
             return
         if table.finalize(table.try_number, _now()):
-            self._persist(context, table)
+            persist(context, table, self.log)
         self.log.info("finalize: ok; %s is published (%s)", table.target, table.outcome)
 
     # -- abort ---------------------------------------------------------------------------------
@@ -447,28 +391,7 @@ class AtomicCtasOperator(BaseOperator):
             self.log.info("abort: ok in %.2fs", time.monotonic() - started)
         else:
             self.log.error("abort: failed (%s); the next try or a GC pass will clean up this transaction", result.error)
-        self._persist(context, table)
-
-    # -- OpenLineage ---------------------------------------------------------------------------
-
-    def _lineage(self, *, complete: bool) -> Any:
-        table = self._txn
-        return lineage(
-            sql=self.sql,
-            target=str(table.target) if table else str(validate_target(self.target_table)),
-            conf=self.conf,
-            details=table.details if table else None,
-            complete=complete,
-        )
-
-    def get_openlineage_facets_on_start(self) -> Any:
-        return self._lineage(complete=False)
-
-    def get_openlineage_facets_on_complete(self, task_instance: Any) -> Any:
-        return self._lineage(complete=True)
-
-    def get_openlineage_facets_on_failure(self, task_instance: Any) -> Any:
-        return self._lineage(complete=False)
+        persist(context, table, self.log)
 
     def on_kill(self) -> None:
         if self._runner is not None:

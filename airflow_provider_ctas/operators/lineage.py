@@ -2,37 +2,17 @@
 
 Output: the published table, with its schema and, on completion, its row count and size. Inputs:
 the tables the SELECT reads, from the SQL parser Airflow's OpenLineage integration uses. Staging
-tables never appear. Table datasets live in the metastore's namespace, ``hive://host:port`` from
-``spark.hadoop.hive.metastore.uris`` (the operator's ``conf``, then SPARK_CONF_DIR), as in
-OpenLineage's naming spec; with Spark's embedded metastore it is ``hive://embedded``.
+tables never appear. Table datasets live in the namespace the table's strategy names
+(for the session catalog, the metastore's: ``hive://host:port``, or ``hive://embedded``).
 """
 
 from __future__ import annotations
 
-import os
 from collections.abc import Mapping
-from pathlib import Path
 from typing import Any
-from urllib.parse import urlparse
 
-from airflow_provider_ctas.core.identifiers import DEFAULT_DATABASE
-
-METASTORE_URIS = "spark.hadoop.hive.metastore.uris"
-
-
-def metastore_namespace(conf: Mapping[str, Any] | None) -> str:
-    uris = (conf or {}).get(METASTORE_URIS)
-    if not uris and (conf_dir := os.environ.get("SPARK_CONF_DIR")):
-        defaults = Path(conf_dir, "spark-defaults.conf")
-        if defaults.exists():
-            for line in defaults.read_text().splitlines():
-                key, _, value = line.strip().partition(" ")
-                if key == METASTORE_URIS:
-                    uris = value.strip()
-    if not uris:
-        return "hive://embedded"
-    first = urlparse(str(uris).split(",")[0].strip())
-    return f"hive://{first.hostname}:{first.port or 9083}"
+from airflow_provider_ctas.core.identifiers import DEFAULT_DATABASE, validate_target
+from airflow_provider_ctas.core.transaction import TwoPhaseTable
 
 
 def input_tables(sql: str) -> list[str]:
@@ -49,9 +29,7 @@ def input_tables(sql: str) -> list[str]:
     return sorted(set(names))
 
 
-def lineage(
-    *, sql: str, target: str, conf: Mapping[str, Any] | None, details: Mapping[str, Any] | None, complete: bool
-) -> Any:
+def lineage(*, namespace: str, sql: str, target: str, details: Mapping[str, Any] | None, complete: bool) -> Any:
     from airflow.providers.common.compat.openlineage.facet import (
         Dataset,
         OutputDataset,
@@ -61,7 +39,6 @@ def lineage(
     )
     from airflow.providers.openlineage.extractors import OperatorLineage
 
-    namespace = metastore_namespace(conf)
     details = details or {}
     facets: dict[str, Any] = {}
     if details.get("schema"):
@@ -80,3 +57,34 @@ def lineage(
             OutputDataset(namespace=namespace, name=f"{database}.{table}", facets=facets, outputFacets=output_facets)
         ],
     )
+
+
+class CtasLineageMixin:
+    """The operator's OpenLineage methods: the published table in its strategy's namespace."""
+
+    sql: str
+    target_table: str
+    table_format: str
+    conf: Mapping[str, Any] | None
+    _txn: TwoPhaseTable | None
+
+    def _lineage(self, *, complete: bool) -> Any:
+        from airflow_provider_ctas.catalogs import strategy_for
+
+        table = self._txn
+        return lineage(
+            namespace=strategy_for(self.table_format).lineage_namespace(self.conf),
+            sql=self.sql,
+            target=str(table.target) if table else str(validate_target(self.target_table)),
+            details=table.details if table else None,
+            complete=complete,
+        )
+
+    def get_openlineage_facets_on_start(self) -> Any:
+        return self._lineage(complete=False)
+
+    def get_openlineage_facets_on_complete(self, task_instance: Any) -> Any:
+        return self._lineage(complete=True)
+
+    def get_openlineage_facets_on_failure(self, task_instance: Any) -> Any:
+        return self._lineage(complete=False)

@@ -23,10 +23,11 @@ from typing import TYPE_CHECKING, Any, Protocol
 
 from airflow.providers.apache.spark.hooks.spark_connect import SparkConnectHook
 
-from airflow_provider_ctas.catalogs.session_catalog.catalog import first_line
+from airflow_provider_ctas.core.errors import SparkJobError
+from airflow_provider_ctas.driver.phases import record_progress, run_phases
 from airflow_provider_ctas.spark.engine import CONNECT_MODE_VARIABLES
-from airflow_provider_ctas.spark.phases import record_progress, run_phases
-from airflow_provider_ctas.spark.protocol import ABORT_PHASES, RUN_PHASES, PhaseRequest, PhaseResult
+from airflow_provider_ctas.spark.errors import first_line
+from airflow_provider_ctas.spark.protocol import ABORT_PHASES, RUN_PHASES, PhaseRequest, PhaseResult, error_info
 
 if TYPE_CHECKING:
     from pyspark.sql import SparkSession
@@ -102,7 +103,7 @@ class SparkConnectRunner:
         for try_number in tries:
             try:
                 spark = self._connect(session_id(txn_id, try_number))
-            except Exception as exc:  # a closed session: nothing of it runs
+            except Exception as exc:  # noqa: BLE001 - a closed session: nothing of it runs
                 self.log.debug("try %s's session: %s", try_number, first_line(exc))
                 continue
             try:
@@ -118,7 +119,7 @@ class SparkConnectRunner:
                     time.sleep(1)
             except TimeoutError:
                 raise
-            except Exception as exc:
+            except Exception as exc:  # noqa: BLE001 - that session is gone or going; nothing of it runs
                 self.log.debug("try %s's session: %s", try_number, first_line(exc))
             finally:
                 spark.stop()
@@ -143,8 +144,8 @@ class SparkConnectRunner:
                 if request.phases == ABORT_PHASES:
                     self._fence(txn_id, range(1, try_number + 1))
                 spark = self._connect()
-        except Exception as exc:
-            result = PhaseResult(error={"code": "SPARK_ERROR", "message": first_line(exc), "phase": "connect"})
+        except Exception as exc:  # noqa: BLE001 - any failure to reach or run on the server is a coded result
+            result = PhaseResult(error=error_info(SparkJobError.code, first_line(exc), "connect"))
             record_progress(result, request)
             return result
         self._session = spark
@@ -156,13 +157,13 @@ class SparkConnectRunner:
                 spark.conf.set(key, value)
             self.log.info("[airflow-ctas] %s over Spark Connect (session %s)", name, spark.client._session_id)
             result = run_phases(spark, request, TaskLogReporter(self.log))
-        except Exception as exc:
-            result = PhaseResult(error={"code": "SPARK_ERROR", "message": first_line(exc), "phase": "connect"})
+        except Exception as exc:  # noqa: BLE001 - any failure to reach or run on the server is a coded result
+            result = PhaseResult(error=error_info(SparkJobError.code, first_line(exc), "connect"))
         finally:
             self._session = None
             try:
                 spark.stop()
-            except Exception as exc:
+            except Exception as exc:  # noqa: BLE001 - the session is closed either way
                 self.log.debug("closing the Spark Connect session: %s", first_line(exc))
         record_progress(result, request)
         return result

@@ -22,11 +22,11 @@ from typing import Any
 from airflow.providers.apache.spark.hooks.spark_submit import SparkSubmitHook
 
 import airflow_provider_ctas
-from airflow_provider_ctas.core.errors import InvalidInputError, SparkNotFoundError
+from airflow_provider_ctas.core.errors import InvalidInputError, SparkJobError, SparkNotFoundError
 from airflow_provider_ctas.runners.coordinator import CommitCoordinator
-from airflow_provider_ctas.spark.protocol import PhaseRequest, PhaseResult
+from airflow_provider_ctas.spark.protocol import PhaseRequest, PhaseResult, error_info
 
-APPLICATION = str(Path(airflow_provider_ctas.__file__).parent / "spark" / "airflow_ctas_app.py")
+APPLICATION = str(Path(airflow_provider_ctas.__file__).parent / "driver" / "airflow_ctas_app.py")
 
 # SparkSubmitHook arguments a DAG author may set; the rest (application, its arguments, name,
 # java_class, post-submit shell commands) belong to this provider.
@@ -186,13 +186,13 @@ class SparkSubmitRunner:
                 if hook._driver_status != "FINISHED":
                     return _error(f"Spark driver {hook._driver_id} ended with status {hook._driver_status}")
         except FileNotFoundError as exc:
-            return {
-                "code": SparkNotFoundError.code,
-                "message": f"{exc.filename or 'spark-submit'} is not on this worker's PATH; put the bin directory "
+            return error_info(
+                SparkNotFoundError.code,
+                f"{exc.filename or 'spark-submit'} is not on this worker's PATH; put the bin directory "
                 f"of your Spark installation there (for pip-installed pyspark: {sys.prefix}/bin)",
-                "phase": "submit",
-            }
-        except Exception as exc:
+                "submit",
+            )
+        except Exception as exc:  # noqa: BLE001 - any failure to start spark-submit is a coded result
             return _error(str(exc))
         return None
 
@@ -219,7 +219,7 @@ class SparkSubmitRunner:
 
 
 def _error(message: str) -> dict[str, str]:
-    return {"code": "SPARK_ERROR", "message": message[-4000:], "phase": "submit"}
+    return error_info(SparkJobError.code, message, "submit")
 
 
 def faults_from_environment() -> dict[str, Any]:

@@ -11,6 +11,7 @@ from __future__ import annotations
 import json
 from collections.abc import Mapping
 from dataclasses import asdict, dataclass, field
+from enum import StrEnum
 from typing import Any, Literal
 
 from airflow_provider_ctas.core.errors import CorruptStateError
@@ -22,6 +23,17 @@ ABORT_PHASES: tuple[Phase, ...] = ("abort",)
 GC_PHASES: tuple[Phase, ...] = ("gc",)
 _ALLOWED_PHASE_LISTS = {RUN_PHASES, ABORT_PHASES, GC_PHASES}
 RESULT_LINE_PREFIX = "AIRFLOW_CTAS_RESULT "
+
+
+class Reached(StrEnum):
+    """The last transaction state a driver-side run reached (``PhaseResult.reached``)."""
+
+    NEW = "new"
+    BEGUN = "begun"
+    PREPARED = "prepared"
+    COMMITTED = "committed"
+    ABORTED = "aborted"
+    GC = "gc"
 
 
 @dataclass(frozen=True)
@@ -80,6 +92,11 @@ class PhaseReport:
     seconds: float
     touched: list[str] = field(default_factory=list)
     note: str = ""
+
+
+def error_info(code: str, message: str, phase: str) -> dict[str, str]:
+    """``PhaseResult.error``: a provider error code (``core.errors``), a message and where it happened."""
+    return {"code": code, "message": message[-4000:], "phase": phase}
 
 
 @dataclass

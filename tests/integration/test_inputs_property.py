@@ -16,6 +16,7 @@ from hypothesis import strategies as st
 
 from airflow_provider_ctas.catalogs import create_two_phase_table
 from airflow_provider_ctas.catalogs.session_catalog.executor import SessionCatalogExecutor
+from airflow_provider_ctas.catalogs.session_catalog.table import SessionCatalogTable
 from airflow_provider_ctas.core.errors import InvalidInputError
 from airflow_provider_ctas.core.identifiers import quote, sql_string_literal
 from airflow_provider_ctas.core.transaction import TransactionKey
@@ -69,6 +70,7 @@ def test_random_inputs_are_refused_or_create_exactly_that_table(
         assert refusal, "a refusal says what is wrong"
         assert tables(spark, database) == before
         return
+    assert isinstance(txn, SessionCatalogTable)
     column = txn.partition_by[0]
     rows = ", ".join(f"({i}, {sql_string_literal(value)})" for i, value in enumerate(partition_values))
     sql = f"SELECT * FROM VALUES {rows} AS v(id, {quote(column)})"
@@ -76,7 +78,7 @@ def test_random_inputs_are_refused_or_create_exactly_that_table(
     request = PhaseRequest(phases=RUN_PHASES, table=txn.to_dict(), sql=sql)
     executor = SessionCatalogExecutor(spark, txn, request, QuietReporter())
     for phase in RUN_PHASES:
-        getattr(executor, phase)(PhaseReport(phase, "ok", 0.0))
+        executor.run(phase, PhaseReport(phase, "ok", 0.0))
     try:
         assert executor.published
         assert tables(spark, database) == before | {txn.target.table}

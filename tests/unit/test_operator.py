@@ -6,7 +6,7 @@ from typing import Any
 
 import pytest
 
-from airflow_provider_ctas.core.errors import InvalidInputError
+from airflow_provider_ctas.core.errors import AtomicityNotSupportedError, InvalidInputError
 from airflow_provider_ctas.operators import AtomicCtasOperator
 from airflow_provider_ctas.operators.atomic_ctas import ctas_abort, ctas_begin, ctas_finalize
 
@@ -32,7 +32,6 @@ def test_lifecycle_callbacks_come_first_and_user_callbacks_still_run():
     ("kwargs", "message"),
     [
         ({"mode": "upsert"}, "mode 'upsert' is not supported"),
-        ({"table_format": "delta"}, "not a file format"),
         ({"target_table": "db.t;x"}, "contains"),
         ({"target_table": "a.b.c.d"}, "4 parts"),
         ({"partition_by": ["a b"]}, "contains"),
@@ -43,6 +42,17 @@ def test_lifecycle_callbacks_come_first_and_user_callbacks_still_run():
 def test_bad_arguments_fail_at_dag_parse_time(kwargs, message):
     with pytest.raises(InvalidInputError, match=message):
         make(**kwargs)
+
+
+@pytest.mark.parametrize("table_format", ["delta", "ICEBERG", "xml"])
+def test_a_format_no_strategy_serves_is_refused_as_not_atomic(table_format):
+    """The registry answers for formats: one it has no strategy for is ATOMICITY_NOT_SUPPORTED, with
+    what to do instead for the table formats whose own CTAS is atomic."""
+    with pytest.raises(AtomicityNotSupportedError) as raised:
+        make(table_format=table_format)
+    assert raised.value.code == "ATOMICITY_NOT_SUPPORTED"
+    if table_format != "xml":
+        assert "StagingTableCatalog" in str(raised.value)
 
 
 def test_templated_values_are_checked_later():
@@ -83,7 +93,7 @@ def test_an_abort_delivered_outside_the_try_starts_no_spark_work(monkeypatch):
 
     op = make()
     monkeypatch.setattr(op, "_new_runner", no_spark)
-    monkeypatch.setattr(op, "_from_xcom", no_spark)
+    monkeypatch.setattr("airflow_provider_ctas.operators.atomic_ctas.xcom_table", no_spark)
     failed_try_1: Any = {"ti": SimpleNamespace(try_number=1), "task": op}
     ctas_abort(failed_try_1)  # fresh operator: it ran no try
     ctas_abort(failed_try_1)  # delivered again

@@ -72,8 +72,8 @@ def test_request_file_carries_every_field(hook, request_):
     assert settings is None or (settings["port"] > 0 and settings["key"] == coordinator.key)
     expected = {"result_path": call["request"]["result_path"], "coordinator": settings}
     assert sent == PhaseRequest(**{**vars(request_), **expected})
-    assert call["application"].endswith("airflow_provider_ctas/spark/airflow_ctas_app.py")
-    assert "airflow_provider_ctas/spark/app.py" in call["zip"]
+    assert call["application"].endswith("airflow_provider_ctas/driver/airflow_ctas_app.py")
+    assert "airflow_provider_ctas/driver/app.py" in call["zip"]
     assert call["driver_memory"] == "2g" and call["conf"]["a"] == "1"
     assert call["conf"]["spark.pyspark.driver.python"].endswith("python")
     assert call["popen"] == {}

@@ -7,7 +7,6 @@ passes values as string literals.
 from __future__ import annotations
 
 import dataclasses
-import re
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from typing import TYPE_CHECKING
@@ -15,12 +14,10 @@ from typing import TYPE_CHECKING
 from airflow_provider_ctas.core import markers
 from airflow_provider_ctas.core.identifiers import TableRef, quote, sql_string_literal
 from airflow_provider_ctas.spark.engine import engine_for
+from airflow_provider_ctas.spark.errors import error_condition
 
 if TYPE_CHECKING:
     from pyspark.sql import Row, SparkSession
-
-GRPC_STATUS = re.compile(r"status = StatusCode\.(\w+)")
-GRPC_DETAILS = re.compile(r'details = "(.*)"')
 
 
 @dataclass
@@ -61,33 +58,6 @@ def parse_describe(rows: list[Row]) -> tuple[list[tuple[str, str]], list[str], d
 
 def now_iso() -> str:
     return datetime.now(UTC).isoformat(timespec="milliseconds")
-
-
-def error_condition(exc: BaseException) -> str:
-    """Spark's error class (``TABLE_OR_VIEW_NOT_FOUND``, ...), or '' for other exceptions."""
-    for name in ("getCondition", "getErrorClass"):
-        getter = getattr(exc, name, None)
-        if getter is None:
-            continue
-        try:
-            value = getter()
-        except Exception:  # noqa: S112 - py4j may fail for non-Spark errors; try the next getter
-            continue
-        if value:
-            return str(value)
-    return ""
-
-
-def first_line(exc: BaseException) -> str:
-    """A one-line reason. gRPC errors (raw or wrapped by pyspark) open with a bare header line,
-    ``<_InactiveRpcError of RPC that terminated with:``; their status and details follow it."""
-    text = str(exc).strip()
-    if not text:
-        return type(exc).__name__
-    status, details = GRPC_STATUS.search(text), GRPC_DETAILS.search(text)
-    if text.startswith("<_") and status and details:
-        return f"{status.group(1)}: {details.group(1)}"
-    return text.splitlines()[0]
 
 
 class CatalogClient:

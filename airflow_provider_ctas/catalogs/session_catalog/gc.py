@@ -12,10 +12,12 @@ from dataclasses import dataclass, field
 from datetime import UTC, datetime, timedelta
 from typing import TYPE_CHECKING, Any
 
-from airflow_provider_ctas.catalogs.session_catalog.catalog import CatalogClient, TableInfo, first_line
+from airflow_provider_ctas.catalogs.session_catalog import ownership
+from airflow_provider_ctas.catalogs.session_catalog.catalog import CatalogClient, TableInfo
 from airflow_provider_ctas.core import markers
 from airflow_provider_ctas.core.errors import InvalidInputError
 from airflow_provider_ctas.core.identifiers import TableRef, validate_name
+from airflow_provider_ctas.spark.errors import first_line
 
 if TYPE_CHECKING:
     from pyspark.sql import SparkSession
@@ -107,10 +109,10 @@ class SessionCatalogGc:
         if parsed.role == "backup":
             self._backup(info)
             return
-        txn_id = props.get(markers.TXN_ID, "")
-        if markers.txn_tag(txn_id) != parsed.tag or markers.marker_try(props) != parsed.try_number:
+        if not ownership.is_staging_named(props, parsed):
             self._note("kept", what, "reserved name without this provider's markers")
             return
+        txn_id = props[markers.TXN_ID]
         task = {
             "dag_id": props.get(markers.DAG_ID),
             "task_id": props.get(markers.TASK_ID),
@@ -129,11 +131,11 @@ class SessionCatalogGc:
 
     def _backup(self, info: TableInfo) -> None:
         what, props = info.ref.qualified, info.properties
-        txn_id = props.get(markers.SUPERSEDED_BY, "").split(":", 1)[0]
-        target_name = props.get(markers.SUPERSEDED_TARGET, "")
-        if not txn_id or not target_name:
+        moved = ownership.moved_aside_by(props)
+        if moved is None:
             self._note("kept", what, "reserved name without this provider's markers")
             return
+        txn_id, target_name = moved
         if self._blocked(what, txn_id, props.get(markers.SUPERSEDED_AT), {}):
             return
         target = TableRef.parse(target_name)
@@ -142,7 +144,7 @@ class SessionCatalogGc:
             if not self.params.dry_run:
                 self.catalog.rename(info.ref, target)
             self._note("restored", what, f"renamed back to {target}: an interrupted swap had moved it aside")
-        elif current.properties.get(markers.TXN_ID) == txn_id and markers.TXN_ID in props:
+        elif current.properties.get(markers.TXN_ID) == txn_id and ownership.created_by_provider(props):
             if not self.params.dry_run:
                 self.catalog.drop(info.ref)
             self._note("removed", what, f"superseded version of {target} that this provider had created")
@@ -158,32 +160,40 @@ class SessionCatalogGc:
             return  # a table lives here (its staging table was handled above)
         marker = self.catalog.read_marker(path)
         if marker is None:
-            if not reserved:
-                return
-            if self.catalog.fs.has_files(path):
-                self._note("kept", path, "reserved name but no marker file of this provider")
-                return
-            modified = datetime.fromtimestamp(self.catalog.fs.modified_at(path), UTC).isoformat()
-            if not self._blocked(path, "", modified, {}):
-                self._delete(path, "empty directory under a reserved name")
+            if reserved:
+                self._unmarked(path)
             return
         live = self._live(marker.target)
-        if _feeds(path, live):
-            # The target reads from it (its location, or partitions in it); partitions in it that were
-            # superseded go once their retention has ended.
-            for retired, record in self._records_within(path):
-                if not _feeds(retired, live) and self._retention_over(retired, record):
-                    self._delete(
-                        retired, f"a superseded partition of {record.target}, retained until {record.delete_after}"
-                    )
-            return
-        if marker.published_at is None:
+        if ownership.feeds(path, live):
+            self._retired_partitions(path, live)
+        elif marker.published_at is None:
             if not self._blocked(path, marker.txn_id, marker.created_at, marker.task):
                 self._delete(path, "orphan staging directory", txn_id=marker.txn_id, task=marker.task)
-            return
-        if not live:
+        elif not live:
             self._note("kept", path, f"published data of {marker.target}, which no longer exists (renamed?)")
+        else:
+            self._superseded(path, marker)
+
+    def _unmarked(self, path: str) -> None:
+        """A directory under a reserved name without our marker: only an empty one goes."""
+        if self.catalog.fs.has_files(path):
+            self._note("kept", path, "reserved name but no marker file of this provider")
             return
+        modified = datetime.fromtimestamp(self.catalog.fs.modified_at(path), UTC).isoformat()
+        if not self._blocked(path, "", modified, {}):
+            self._delete(path, "empty directory under a reserved name")
+
+    def _retired_partitions(self, path: str, live: list[str]) -> None:
+        """The target reads from ``path`` (its location, or partitions in it); partitions in it that
+        were superseded go once their retention has ended."""
+        for retired, record in self._records_within(path):
+            if not ownership.feeds(retired, live) and self._retention_over(retired, record):
+                self._delete(
+                    retired, f"a superseded partition of {record.target}, retained until {record.delete_after}"
+                )
+
+    def _superseded(self, path: str, marker: markers.MarkerFile) -> None:
+        """Published data no table reads any more: a superseded version, kept for its retention."""
         records = self._records_within(path)
         if records:
             if all(self._retention_over(retired, record) for retired, record in records):
@@ -219,11 +229,7 @@ class SessionCatalogGc:
         if not self.params.dry_run:
             try:
                 self.catalog.fs.delete(path)
-            except Exception as exc:
+            except Exception as exc:  # noqa: BLE001 - one undeletable path must not stop the pass; it is reported as kept
                 self._note("kept", path, f"could not delete: {first_line(exc)}")
                 return
         self._note("removed", path, why, **extra)
-
-
-def _feeds(path: str, live: list[str]) -> bool:
-    return any(p == path or p.startswith(path + "/") for p in live)

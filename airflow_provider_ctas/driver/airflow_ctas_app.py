@@ -2,7 +2,7 @@
 
 import sys
 
-from airflow_provider_ctas.spark.app import main
+from airflow_provider_ctas.driver.app import main
 
 if __name__ == "__main__":
     sys.exit(main())

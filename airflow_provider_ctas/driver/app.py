@@ -13,11 +13,11 @@ import contextlib
 import os
 import sys
 
-from airflow_provider_ctas.catalogs.session_catalog.executor import classify
 from airflow_provider_ctas.core.errors import CorruptStateError
+from airflow_provider_ctas.driver.phases import record_progress, run_phases
 from airflow_provider_ctas.spark.engine import CONNECT_MODE_VARIABLES
-from airflow_provider_ctas.spark.phases import record_progress, run_phases
-from airflow_provider_ctas.spark.protocol import RESULT_LINE_PREFIX, PhaseRequest, PhaseResult
+from airflow_provider_ctas.spark.errors import classify
+from airflow_provider_ctas.spark.protocol import RESULT_LINE_PREFIX, PhaseRequest, PhaseResult, error_info
 
 
 class ConsoleReporter:
@@ -79,9 +79,9 @@ def main(argv: list[str] | None = None) -> int:
         if "commit" in request.phases and request.coordinator is None:
             raise CorruptStateError("a request to publish must name the task that decides the commit")
         result = run_phases(spark, request, log)
-    except Exception as exc:
+    except Exception as exc:  # noqa: BLE001 - every failure becomes a coded result the task can read
         error = classify(exc)
-        result = PhaseResult(error={"code": error.code, "message": str(error), "phase": "load"})
+        result = PhaseResult(error=error_info(error.code, str(error), "load"))
         log.warning(f"cannot run: {error}")
     _emit_result(result, request, log)
     spark.stop()

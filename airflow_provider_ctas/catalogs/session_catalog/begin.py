@@ -1,0 +1,199 @@
+"""begin: analyse the SELECT, clean up what earlier tries left, decide what the target allows and
+how to publish (a :class:`Plan`), and create this try's staging table, empty, with its markers.
+No Spark job runs."""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING
+
+from airflow_provider_ctas import __version__
+from airflow_provider_ctas.catalogs.session_catalog import ownership, recovery
+from airflow_provider_ctas.catalogs.session_catalog.catalog import TableInfo, now_iso
+from airflow_provider_ctas.catalogs.session_catalog.context import RunContext
+from airflow_provider_ctas.catalogs.session_catalog.plan import Plan, Publish, choose_mechanism, column_order
+from airflow_provider_ctas.catalogs.session_catalog.publish.rename import target_appeared
+from airflow_provider_ctas.catalogs.session_catalog.query import as_subquery
+from airflow_provider_ctas.catalogs.session_catalog.table import Mode
+from airflow_provider_ctas.core import markers
+from airflow_provider_ctas.core.errors import (
+    DatabaseNotFoundError,
+    InvalidInputError,
+    LeftoverError,
+    PublishError,
+    QueryError,
+    TargetExistsError,
+    UnsupportedTargetError,
+)
+from airflow_provider_ctas.core.identifiers import quote, sql_string_literal
+from airflow_provider_ctas.core.transaction import Outcome
+from airflow_provider_ctas.spark.ddl import columns_ddl
+from airflow_provider_ctas.spark.errors import first_line
+from airflow_provider_ctas.spark.protocol import PhaseReport, Reached
+
+if TYPE_CHECKING:
+    from pyspark.sql.types import StructType
+
+
+def begin(ctx: RunContext, report: PhaseReport) -> Plan:
+    target = ctx.table.target
+    if not ctx.spark.catalog.databaseExists(target.database):
+        raise DatabaseNotFoundError(
+            f"database {target.database!r} does not exist in Spark's session catalog; create it first"
+        )
+    # Everything of this transaction up to and including this try is a leftover here: earlier
+    # tries, or an earlier attempt of this very try that a cluster manager relaunched. Their
+    # directories are deleted only after this try publishes or aborts (recovery.finish_cleanup).
+    report.touched += recovery.clean_tries(ctx, up_to=ctx.table.try_number, delete_dirs=False)
+    info = ctx.catalog.table_info(target) or _require_free_location(ctx)
+    if info is not None and (skip := _decide_on_existing_target(ctx, info)) is not None:
+        report.note = f"outcome {skip}; no staging created"
+        return Plan(skip=skip)
+    schema = _analyse(ctx)
+    columns = tuple((f.name, f.dataType.simpleString()) for f in schema.fields)
+    mechanism, problems = choose_mechanism(
+        target=str(target),
+        info=info,
+        mode=ctx.table.mode,
+        table_format=ctx.table.table_format,
+        partition_by=ctx.table.partition_by,
+        allow_swap=ctx.table.allow_swap,
+        new=columns,
+    )
+    if problems:
+        ctx.log.warning(
+            f"{target} will be swapped ({'; '.join(problems)}): readers may find it missing or empty "
+            "for the moment between two renames (allow_swap=True)"
+        )
+    ctx.details["publish_mechanism"] = mechanism.value
+    plan = Plan(mechanism, columns)
+    location, touched = _create_staging(ctx, plan, schema)
+    report.touched.append(touched)
+    ctx.progress.reached = Reached.BEGUN
+    ctx.fault("after_begin")
+    return Plan(mechanism, columns, location)
+
+
+def _decide_on_existing_target(ctx: RunContext, info: TableInfo) -> Outcome | None:
+    """None to go on; the outcome when there is nothing to do."""
+    target, mode = ctx.table.target, ctx.table.mode
+    if info.table_type == "VIEW":
+        raise UnsupportedTargetError(f"{target} is a view; this provider only creates and replaces tables")
+    if mode is Mode.OVERWRITE_PARTITIONS:
+        return None  # every run (re)writes its partitions; the shape is checked once the query is analysed
+    published_try = ctx.published_try(info)
+    if published_try is not None:
+        ctx.details["published_by_try"] = published_try
+        if mode is Mode.REPLACE and published_try == ctx.table.last_committed_try:
+            ctx.log.info(
+                f"{target} was published by try {published_try} of this task instance, which Airflow "
+                "recorded as successful: this is a re-run, replacing it"
+            )
+            return None
+        ctx.log.info(f"{target} was already published by try {published_try} of this task instance; nothing to run")
+        return _skip(ctx, Outcome.ALREADY_PUBLISHED)
+    owner = ownership.describe_owner(info.properties)
+    if mode is Mode.CREATE:
+        raise TargetExistsError(
+            f"{target} already exists, created by {owner}; mode 'create' "
+            "does not touch it (use 'replace' to replace it or 'create_if_not_exists' to skip)"
+        )
+    if mode is Mode.CREATE_IF_NOT_EXISTS:
+        ctx.log.info(f"{target} exists ({owner}); create_if_not_exists: nothing to do")
+        return _skip(ctx, Outcome.TARGET_EXISTS)
+    if info.table_type != "MANAGED":
+        raise UnsupportedTargetError(
+            f"{target} is an {info.table_type or 'unknown'} table with data at {info.location}; replace "
+            "only replaces managed tables, whose data the metastore owns"
+        )
+    return None
+
+
+def _skip(ctx: RunContext, outcome: Outcome) -> Outcome:
+    ctx.progress.outcome = outcome
+    return outcome
+
+
+def _require_free_location(ctx: RunContext) -> TableInfo | None:
+    """The target does not exist: its directory must not either. Returns the target when it turns
+    out to be in the middle of being created by a concurrent run of this provider.
+
+    A plain CTAS that crashed leaves the target's directory behind and blocks the rename. A
+    concurrent run's rename shows the same way for a moment: the metastore moves the directory
+    before it commits the rename (seen in parallel backfills' first runs).
+    """
+    target = ctx.table.target
+    location = f"{ctx.catalog.db_location(target.database)}/{target.table}"
+    if not ctx.catalog.fs.exists(location):
+        return None
+    marker = ctx.catalog.read_marker(location)
+    if marker is not None and marker.txn_id == ctx.table.txn_id:
+        ctx.catalog.fs.delete(location)
+        ctx.log.info(f"deleted {location}, left by an earlier try of this transaction")
+        return None
+    if marker is not None and marker.target == target.qualified:
+        ctx.fault("concurrent_creator")
+        if target_appeared(ctx):
+            ctx.log.info(f"{target} was being created by a concurrent run; it exists now")
+            return ctx.catalog.table_info(target)
+        raise PublishError(
+            f"{location} holds data that transaction {marker.txn_id} of this provider is publishing as "
+            f"{target}, but no table is registered there yet; the next try looks again"
+        )
+    raise LeftoverError(
+        f"{target} does not exist but its directory {location} does (left by a crashed "
+        "non-atomic CREATE TABLE AS SELECT?); it has no marker of this provider, so it is left alone: "
+        "remove it, then retry"
+    )
+
+
+def _analyse(ctx: RunContext) -> StructType:
+    from pyspark.errors import AnalysisException, ParseException
+    from pyspark.sql.types import StructType
+
+    if ctx.request.sql is None:
+        raise InvalidInputError("no SQL was sent for this transaction")
+    try:
+        schema = ctx.spark.sql(as_subquery(ctx.request.sql)).schema
+    except (ParseException, AnalysisException) as exc:
+        raise QueryError(f"the SELECT is not a valid query: {first_line(exc)}") from exc
+    by_name = {f.name: f for f in schema.fields}
+    ordered = StructType(
+        [by_name[name] for name in column_order([f.name for f in schema.fields], ctx.table.partition_by)]
+    )
+    ctx.details["columns"] = [f.name for f in ordered.fields]
+    ctx.details["schema"] = [{"name": f.name, "type": f.dataType.simpleString()} for f in ordered.fields]
+    return ordered
+
+
+def _create_staging(ctx: RunContext, plan: Plan, schema: StructType) -> tuple[str, str]:
+    """This try's staging table, empty; returns its location and what to report."""
+    table = ctx.table
+    staging = table.staging_table()
+    properties = {
+        **table.table_properties,
+        **table.marker_properties(created_at=now_iso(), provider_version=__version__),
+    }
+    marker = markers.MarkerFile(
+        table.txn_id, table.try_number, table.target.qualified, now_iso(), table.key.to_dict()
+    ).to_json()
+    clauses = [f"CREATE TABLE {staging.quoted} ({columns_ddl(schema)})", f"USING {table.table_format}"]
+    if table.partition_by:
+        clauses.append(f"PARTITIONED BY ({', '.join(quote(c) for c in table.partition_by)})")
+    if plan.external_staging:
+        # External over a directory that carries its marker before the table exists: the
+        # publish hands this directory to the target, and dropping staging must not delete it.
+        location = f"{ctx.catalog.db_location(table.target.database)}/{staging.table}"
+        ctx.catalog.fs.write_text(f"{location}/{markers.MARKER_FILE}", marker)
+        clauses.append(f"LOCATION {sql_string_literal(location)}")
+    assignments = ", ".join(f"{sql_string_literal(k)}={sql_string_literal(v)}" for k, v in properties.items())
+    clauses.append(f"TBLPROPERTIES ({assignments})")
+    ctx.catalog.sql("\n".join(clauses))
+    info = ctx.catalog.table_info(staging)
+    if info is None or not info.location:
+        raise PublishError(f"staging table {staging} vanished right after it was created")
+    if not plan.external_staging:
+        ctx.catalog.fs.write_text(f"{info.location.rstrip('/')}/{markers.MARKER_FILE}", marker)
+    ctx.details["staging_table"] = staging.qualified
+    ctx.details["staging_location"] = info.location
+    kind = "external" if plan.external_staging else "managed"
+    return info.location, f"{staging} (created, empty, {kind}, for a {(plan.mechanism or Publish.RENAME).value})"

@@ -1,0 +1,74 @@
+"""What every part of one driver-side run shares: the session, the transaction, the request, and
+what has happened so far."""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING, Any
+
+from airflow_provider_ctas.catalogs.session_catalog.catalog import CatalogClient, TableInfo
+from airflow_provider_ctas.catalogs.session_catalog.table import SessionCatalogTable
+from airflow_provider_ctas.core import faults, markers
+from airflow_provider_ctas.core.transaction import Outcome
+from airflow_provider_ctas.spark.errors import first_line
+from airflow_provider_ctas.spark.protocol import PhaseRequest, Reached
+
+if TYPE_CHECKING:
+    from pyspark.sql import SparkSession
+
+    from airflow_provider_ctas.spark.engine import Reporter
+
+
+@dataclass
+class Progress:
+    """How far this run got. ``published`` turns true the moment the target changed, even if a
+    later step fails: from then on the run must never abort."""
+
+    reached: Reached = Reached.NEW
+    published: bool = False
+    outcome: Outcome | None = None
+
+    def publish(self, outcome: Outcome = Outcome.PUBLISHED) -> None:
+        self.published = outcome is Outcome.PUBLISHED
+        self.outcome = outcome
+
+
+@dataclass
+class RunContext:
+    spark: SparkSession
+    table: SessionCatalogTable
+    request: PhaseRequest
+    log: Reporter
+    catalog: CatalogClient
+    progress: Progress = field(default_factory=Progress)
+    details: dict[str, Any] = field(default_factory=dict)
+    retained: dict[str, markers.Retained] = field(default_factory=dict)
+    """Superseded versions kept for readers, recorded in the new version's marker after publishing."""
+
+    def fault(self, point: str) -> None:
+        faults.inject(self.request.faults, point, self.table.try_number, self.log.info)
+
+    def after_publish(self, label: str, step: Callable[[], None]) -> None:
+        """Run a step that follows the publish: the publish stands whatever happens, so a failure is
+        reported (``finalize_pending``, a warning), never raised."""
+        try:
+            step()
+        except Exception as exc:  # noqa: BLE001 - nothing after a publish may turn it into a failure
+            self.details.setdefault("finalize_pending", []).append(f"{label}: {first_line(exc)}")
+            self.log.warning(f"published, but could not {label}: {first_line(exc)}")
+
+    def published_try(self, info: TableInfo) -> int | None:
+        """The try of this transaction that published ``info``, or None.
+
+        A flipped table's data directory (reserved name, marker file) is the authority: the flip
+        that put it there is atomic, while the properties are copied afterwards and can lag.
+        A renamed-in table got its properties atomically with the rename.
+        """
+        location = (info.location or "").rstrip("/")
+        if markers.parse_reserved_name(location.rsplit("/", 1)[-1]):
+            marker = self.catalog.read_marker(location)
+            return marker.try_number if marker and marker.txn_id == self.table.txn_id else None
+        if markers.owned_by(info.properties, self.table.txn_id):
+            return markers.marker_try(info.properties)
+        return None

@@ -1,0 +1,30 @@
+"""The session-catalog strategy's driver side, as the registry hands it to the driver entry point."""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from typing import TYPE_CHECKING, Any
+
+from airflow_provider_ctas.catalogs.session_catalog.executor import SessionCatalogExecutor
+from airflow_provider_ctas.catalogs.session_catalog.gc import GcParams, SessionCatalogGc
+from airflow_provider_ctas.catalogs.session_catalog.table import SessionCatalogTable
+from airflow_provider_ctas.core.errors import CorruptStateError
+
+if TYPE_CHECKING:
+    from pyspark.sql import SparkSession
+
+    from airflow_provider_ctas.core.transaction import TwoPhaseTable
+    from airflow_provider_ctas.spark.engine import Reporter
+    from airflow_provider_ctas.spark.protocol import PhaseRequest
+
+
+class SessionCatalogDriver:
+    def executor(
+        self, spark: SparkSession, table: TwoPhaseTable, request: PhaseRequest, log: Reporter
+    ) -> SessionCatalogExecutor:
+        if not isinstance(table, SessionCatalogTable):
+            raise CorruptStateError(f"the session-catalog strategy cannot run a {table.kind!r} table")
+        return SessionCatalogExecutor(spark, table, request, log)
+
+    def gc(self, spark: SparkSession, settings: Mapping[str, Any], log: Reporter) -> dict[str, Any]:
+        return SessionCatalogGc(spark, GcParams.from_dict(dict(settings)), log).run()

@@ -1,0 +1,49 @@
+"""Who created what: the predicates recovery (in a task's driver) and garbage collection share.
+
+Nothing is dropped or deleted unless one of these says this provider created it; keeping them in
+one place keeps the two paths from drifting apart.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+
+from airflow_provider_ctas.core import markers
+
+
+def is_staging_of(properties: Mapping[str, str], txn_id: str, try_number: int) -> bool:
+    """The table is the staging table that try ``try_number`` of ``txn_id`` created."""
+    return markers.owned_by(properties, txn_id) and markers.marker_try(properties) == try_number
+
+
+def is_staging_named(properties: Mapping[str, str], name: markers.ReservedName) -> bool:
+    """A table under a reserved staging name carries the markers that name promises."""
+    txn_id = properties.get(markers.TXN_ID, "")
+    return markers.txn_tag(txn_id) == name.tag and markers.marker_try(properties) == name.try_number
+
+
+def moved_aside_by(properties: Mapping[str, str]) -> tuple[str, str] | None:
+    """(transaction id, target) of the swap that moved this backup table aside, or None."""
+    txn_id = properties.get(markers.SUPERSEDED_BY, "").split(":", 1)[0]
+    target = properties.get(markers.SUPERSEDED_TARGET, "")
+    return (txn_id, target) if txn_id and target else None
+
+
+def created_by_provider(properties: Mapping[str, str]) -> bool:
+    """The table (a previous version) was itself published by this provider."""
+    return markers.TXN_ID in properties
+
+
+def feeds(path: str, live: Sequence[str]) -> bool:
+    """A table reads from ``path``: its location or a partition's is ``path`` or inside it."""
+    path = path.rstrip("/")
+    return any(p == path or p.startswith(path + "/") for p in live)
+
+
+def describe_owner(properties: Mapping[str, str]) -> str:
+    if markers.DAG_ID not in properties:
+        return "a table not created by airflow-provider-ctas"
+    return (
+        f"airflow-provider-ctas in dag {properties.get(markers.DAG_ID)!r}, task {properties.get(markers.TASK_ID)!r}, "
+        f"run {properties.get(markers.RUN_ID)!r} (try {properties.get(markers.TRY_NUMBER)})"
+    )

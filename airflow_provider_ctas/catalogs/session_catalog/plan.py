@@ -1,0 +1,171 @@
+"""What begin decides, as data: the publish mechanism, the new version's columns, where staging lives.
+
+Pure logic (no Spark, no Airflow): which mechanism a target allows and why not, as
+``Transaction`` preconditions are in pyiceberg. begin computes a :class:`Plan`; prepare and commit
+take it as input and check it again against the target right before publishing.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+from enum import StrEnum
+from typing import Any, Protocol
+
+from airflow_provider_ctas.catalogs.session_catalog.table import Mode
+from airflow_provider_ctas.core.errors import CorruptStateError, QueryError, UnsupportedTargetError
+from airflow_provider_ctas.core.transaction import Outcome
+
+Column = tuple[str, str]
+"""A column as (name, Spark SQL type), e.g. ``("id", "bigint")``."""
+
+
+class Publish(StrEnum):
+    RENAME = "rename"
+    FLIP = "flip"
+    SWAP = "swap"
+    PARTITIONS = "partitions"
+
+
+# Staging that publishing hands over to the target by location lives in an external table, so that
+# dropping the staging metadata never deletes the data the target now reads.
+EXTERNAL_STAGING = frozenset({Publish.FLIP, Publish.PARTITIONS})
+
+
+class TargetShape(Protocol):
+    """What the plan needs to know about an existing target (``catalog.TableInfo`` has it)."""
+
+    @property
+    def provider(self) -> str: ...
+    @property
+    def partition_columns(self) -> list[str]: ...
+    @property
+    def bucketed(self) -> bool: ...
+    @property
+    def columns(self) -> list[Column]: ...
+
+
+@dataclass(frozen=True)
+class Plan:
+    """begin's decision. ``skip`` set means there is nothing to run (the outcome says why)."""
+
+    mechanism: Publish | None = None
+    columns: tuple[Column, ...] = ()
+    staging_location: str | None = None
+    skip: Outcome | None = None
+
+    @property
+    def external_staging(self) -> bool:
+        return self.mechanism in EXTERNAL_STAGING
+
+    def to_dict(self) -> dict[str, Any]:
+        return {
+            "mechanism": self.mechanism.value if self.mechanism else None,
+            "columns": [list(c) for c in self.columns],
+            "staging_location": self.staging_location,
+            "skip": self.skip.value if self.skip else None,
+        }
+
+    @classmethod
+    def from_dict(cls, data: Mapping[str, Any]) -> Plan:
+        try:
+            mechanism, skip = data["mechanism"], data["skip"]
+            columns = tuple((str(name), str(kind)) for name, kind in data["columns"])
+            location = data["staging_location"]
+            return cls(
+                Publish(mechanism) if mechanism is not None else None,
+                columns,
+                None if location is None else str(location),
+                Outcome(skip) if skip is not None else None,
+            )
+        except (KeyError, TypeError, ValueError) as exc:
+            raise CorruptStateError(f"plan is invalid: {exc}") from exc
+
+
+def shape_differences(
+    info: TargetShape, table_format: str, partition_by: Sequence[str], new: Sequence[Column]
+) -> list[str]:
+    """Why a location flip cannot turn ``info`` into the new version (empty when it can)."""
+    problems = []
+    if info.provider.lower() != table_format:
+        problems.append(f"its format is {info.provider or 'unknown'}, the new version is {table_format}")
+    if info.partition_columns or partition_by:
+        problems.append("it is or would be partitioned, and a flip moves only the table's own location")
+    if info.bucketed:
+        problems.append("it is bucketed")
+    old_columns = [f"{name} {data_type}" for name, data_type in info.columns]
+    new_columns = [f"{name} {data_type}" for name, data_type in new]
+    if old_columns != new_columns:
+        problems.append(f"its columns are ({', '.join(old_columns)}), the new version has ({', '.join(new_columns)})")
+    return problems
+
+
+def schema_drift(info: TargetShape, table_format: str, partition_by: Sequence[str], new: Sequence[Column]) -> list[str]:
+    """How the query's result differs from an existing partitioned table (empty: it fits)."""
+    problems = []
+    if info.provider.lower() != table_format:
+        problems.append(f"the table's format is {info.provider}, not {table_format}")
+    if [c.lower() for c in info.partition_columns] != list(partition_by):
+        problems.append(
+            f"the table is partitioned by ({', '.join(info.partition_columns) or 'nothing'}), "
+            f"not ({', '.join(partition_by)})"
+        )
+    old = {name.lower(): data_type for name, data_type in info.columns}
+    fresh = {name.lower(): data_type for name, data_type in new}
+    if missing := sorted(set(old) - set(fresh)):
+        problems.append(f"the query does not produce column(s) {', '.join(missing)}")
+    if extra := sorted(set(fresh) - set(old)):
+        problems.append(f"the query produces column(s) {', '.join(extra)} the table does not have")
+    changed = [f"{n} {old[n]} -> {fresh[n]}" for n in sorted(set(old) & set(fresh)) if old[n] != fresh[n]]
+    if changed:
+        problems.append(f"column type(s) differ: {', '.join(changed)}")
+    return problems
+
+
+def choose_mechanism(
+    *,
+    target: str,
+    info: TargetShape | None,
+    mode: Mode,
+    table_format: str,
+    partition_by: Sequence[str],
+    allow_swap: bool,
+    new: Sequence[Column],
+) -> tuple[Publish, list[str]]:
+    """The one-step publish the target allows, with the problems a swap accepts (to warn about)."""
+    if info is None:
+        return Publish.RENAME, []
+    if mode is Mode.OVERWRITE_PARTITIONS:
+        if drift := schema_drift(info, table_format, partition_by, new):
+            raise QueryError(f"the query does not fit {target} (schema drift, nothing was written): {'; '.join(drift)}")
+        return Publish.PARTITIONS, []
+    problems = shape_differences(info, table_format, partition_by, new)
+    if not problems:
+        return Publish.FLIP, []
+    if allow_swap:
+        return Publish.SWAP, problems
+    raise UnsupportedTargetError(
+        f"replace cannot publish {target} in one metadata step: {'; '.join(problems)}. Spark's session "
+        "catalog can only swap such a table with two renames, between which readers may find it missing "
+        "or empty; set allow_swap=True to accept that, or keep the table's shape"
+    )
+
+
+def column_order(names: Sequence[str], partition_by: Sequence[str]) -> list[str]:
+    """The table's column order, data columns then partition columns (as Spark's own CTAS does),
+    after checking the query's columns can make such a table."""
+    lowered = [n.lower() for n in names]
+    duplicates = sorted({n for n in lowered if lowered.count(n) > 1})
+    if duplicates:
+        raise QueryError(f"the SELECT produces duplicate column names: {', '.join(duplicates)}")
+    missing = [c for c in partition_by if c not in lowered]
+    if missing:
+        raise QueryError(
+            f"partition_by column(s) {', '.join(missing)} are not produced by the SELECT, which "
+            f"produces: {', '.join(names)}"
+        )
+    if len(partition_by) == len(names):
+        raise QueryError("every column is a partition column; a table needs at least one data column")
+    by_name = {n.lower(): n for n in names}
+    partitions = set(partition_by)
+    return [n for n in names if n.lower() not in partitions] + [by_name[c] for c in partition_by]

@@ -1,0 +1,70 @@
+"""Replace with the same shape: ``ALTER TABLE target SET LOCATION <staging dir>``.
+
+Staging is an external table over a marked directory; the old directory is never moved while
+readers may use it, and is retired afterwards only if this provider created it.
+"""
+
+from __future__ import annotations
+
+import time
+
+from airflow_provider_ctas import __version__
+from airflow_provider_ctas.catalogs.session_catalog import retention
+from airflow_provider_ctas.catalogs.session_catalog.catalog import TableInfo, now_iso
+from airflow_provider_ctas.catalogs.session_catalog.context import RunContext
+from airflow_provider_ctas.catalogs.session_catalog.plan import Plan, Publish, shape_differences
+from airflow_provider_ctas.catalogs.session_catalog.publish.fence import revoked, still_own_staging
+from airflow_provider_ctas.core.errors import PublishError
+from airflow_provider_ctas.core.identifiers import sql_string_literal
+from airflow_provider_ctas.spark.protocol import PhaseReport
+
+
+def publish_by_flip(
+    ctx: RunContext,
+    plan: Plan,
+    target_info: TableInfo | None,
+    staged: TableInfo,
+    provenance: dict[str, str],
+    report: PhaseReport,
+) -> None:
+    table, target = ctx.table, ctx.table.target
+    if target_info is None:
+        raise PublishError(f"{target} disappeared since begin; the next try will create it")
+    problems = shape_differences(target_info, table.table_format, table.partition_by, plan.columns)
+    if problems or target_info.table_type != "MANAGED":
+        raise PublishError(f"{target} changed since begin ({'; '.join(problems) or target_info.table_type})")
+    old_location, new_location = target_info.location or "", staged.location or ""
+    started = time.monotonic()
+    ctx.catalog.sql(f"ALTER TABLE {target.quoted} SET LOCATION {sql_string_literal(new_location)}")
+    flipped = time.monotonic()
+    if not still_own_staging(ctx):
+        ctx.catalog.sql(f"ALTER TABLE {target.quoted} SET LOCATION {sql_string_literal(old_location)}")
+        raise revoked(ctx)
+    ctx.progress.publish()
+    ctx.details["publish"] = {
+        "mechanism": Publish.FLIP.value,
+        "seconds": round(flipped - started, 3),
+        "previous_location": old_location,
+        "location": new_location,
+    }
+    report.touched.append(f"{target} location {old_location} -> {new_location} ({flipped - started:.3f}s)")
+    properties = {
+        **table.table_properties,
+        **table.marker_properties(created_at=now_iso(), provider_version=__version__),
+        **provenance,
+    }
+    ctx.after_publish("record provenance", lambda: _stamp_if_still_ours(ctx, new_location, properties))
+    ctx.after_publish("drop the staging metadata", lambda: ctx.catalog.drop(staged.ref))
+    ctx.after_publish(
+        "remove the superseded version",
+        lambda: report.touched.extend(retention.remove_superseded(ctx, old_location, new_location)),
+    )
+
+
+def _stamp_if_still_ours(ctx: RunContext, location: str, properties: dict[str, str]) -> None:
+    """Copy provenance to the target unless a concurrent replace has flipped it since."""
+    current = ctx.catalog.table_info(ctx.table.target)
+    if current is None or (current.location or "").rstrip("/") != location.rstrip("/"):
+        ctx.log.warning(f"{ctx.table.target} was replaced again meanwhile; not stamping its properties")
+        return
+    ctx.catalog.set_properties(ctx.table.target, properties)

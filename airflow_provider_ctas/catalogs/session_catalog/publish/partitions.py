@@ -1,0 +1,102 @@
+"""overwrite_partitions: partitions new to the target are added in one ``ALTER TABLE target ADD
+PARTITION ... LOCATION ...`` (one metastore call, all or nothing); existing ones are pointed at
+their new locations in one more (alter_partitions; over Spark Connect one ``SET LOCATION`` each,
+as SQL has no batch form). Any failure switches back what was switched."""
+
+from __future__ import annotations
+
+import time
+
+from airflow_provider_ctas.catalogs.session_catalog import retention
+from airflow_provider_ctas.catalogs.session_catalog.catalog import TableInfo
+from airflow_provider_ctas.catalogs.session_catalog.context import RunContext
+from airflow_provider_ctas.catalogs.session_catalog.plan import Plan, Publish, schema_drift
+from airflow_provider_ctas.catalogs.session_catalog.publish.fence import revoked, still_own_staging
+from airflow_provider_ctas.core.errors import FencedError, PublishError
+from airflow_provider_ctas.core.identifiers import quote, sql_string_literal
+from airflow_provider_ctas.spark.errors import first_line
+from airflow_provider_ctas.spark.protocol import PhaseReport
+
+Switched = list[tuple[tuple[str, ...], str | None]]
+"""(partition values, the location it had before; None when it is new), in the order switched."""
+
+
+def partition_clause(columns: list[str], values: tuple[str, ...]) -> str:
+    pairs = ", ".join(f"{quote(c)} = {sql_string_literal(v)}" for c, v in zip(columns, values, strict=True))
+    return f"PARTITION ({pairs})"
+
+
+def publish_partitions(
+    ctx: RunContext,
+    plan: Plan,
+    target_info: TableInfo | None,
+    staged: TableInfo,
+    provenance: dict[str, str],
+    report: PhaseReport,
+) -> None:
+    table, target = ctx.table, ctx.table.target
+    if target_info is None or target_info.table_type == "VIEW":
+        raise PublishError(f"{target} disappeared since begin; the next try will create it")
+    if drift := schema_drift(target_info, table.table_format, table.partition_by, plan.columns):
+        raise PublishError(f"{target} changed since begin: {'; '.join(drift)}")
+    columns = target_info.partition_columns
+    staged_partitions = ctx.catalog.partitions(staged.ref, columns)
+    current = ctx.catalog.partitions(target, columns)
+    switched: Switched = []
+    started = time.monotonic()
+    try:
+        added = sorted((v, loc) for v, loc in staged_partitions.items() if v not in current)
+        if added:  # one metastore call (add_partitions), all or nothing
+            clauses = " ".join(
+                f"{partition_clause(columns, values)} LOCATION {sql_string_literal(location)}"
+                for values, location in added
+            )
+            ctx.catalog.sql(f"ALTER TABLE {target.quoted} ADD {clauses}")
+            switched += [(values, None) for values, _ in added]
+            ctx.fault("publish_between_partitions")
+        existing = {v: loc for v, loc in staged_partitions.items() if v in current}
+        if existing:
+
+            def record(values: list[tuple[str, ...]]) -> None:
+                switched.extend((v, current[v]) for v in values)
+                ctx.fault("publish_between_partitions")
+
+            ctx.catalog.engine.set_partition_locations(target, columns, existing, record)
+        switched_at = time.monotonic()
+        if not still_own_staging(ctx):
+            raise revoked(ctx)
+    except Exception as exc:
+        _revert(ctx, columns, switched)
+        if isinstance(exc, FencedError):
+            raise
+        raise PublishError(
+            f"switching partitions of {target} failed ({first_line(exc)}); the ones already switched were switched back"
+        ) from exc
+    seconds = switched_at - started  # as for a flip: the metastore calls, not the fence re-check
+    ctx.progress.publish()
+    names = ["/".join(f"{c}={v}" for c, v in zip(columns, values, strict=True)) for values, _ in switched]
+    ctx.details["publish"] = {"mechanism": Publish.PARTITIONS.value, "seconds": round(seconds, 3), "partitions": names}
+    report.touched.append(f"{target}: {len(switched)} partition(s) switched in {seconds:.3f}s ({', '.join(names)})")
+    if table.table_properties:
+        ctx.after_publish(
+            "user table properties", lambda: ctx.catalog.set_properties(target, dict(table.table_properties))
+        )
+    ctx.after_publish("drop the staging metadata", lambda: ctx.catalog.drop(staged.ref))
+    old = [location for _, location in switched if location]
+    ctx.after_publish(
+        "remove superseded partitions",
+        lambda: report.touched.extend(retention.remove_superseded_partitions(ctx, columns, old)),
+    )
+
+
+def _revert(ctx: RunContext, columns: list[str], switched: Switched) -> None:
+    target = ctx.table.target
+    for values, old_location in reversed(switched):
+        clause = partition_clause(columns, values)
+        try:
+            if old_location is None:
+                ctx.catalog.sql(f"ALTER TABLE {target.quoted} DROP IF EXISTS {clause}")
+            else:
+                ctx.catalog.sql(f"ALTER TABLE {target.quoted} {clause} SET LOCATION {sql_string_literal(old_location)}")
+        except Exception as exc:  # noqa: BLE001 - keep switching the others back; each failure is logged
+            ctx.log.warning(f"could not switch {clause} of {target} back: {first_line(exc)}")

@@ -1,0 +1,83 @@
+"""A new target: ``ALTER TABLE staging RENAME TO target`` (the metastore moves the managed
+directory and renames the table in one call)."""
+
+from __future__ import annotations
+
+import time
+
+from airflow_provider_ctas.catalogs.session_catalog import ownership
+from airflow_provider_ctas.catalogs.session_catalog.catalog import TableInfo
+from airflow_provider_ctas.catalogs.session_catalog.context import RunContext
+from airflow_provider_ctas.catalogs.session_catalog.plan import Plan, Publish
+from airflow_provider_ctas.catalogs.session_catalog.table import Mode
+from airflow_provider_ctas.core.errors import LeftoverError, PublishError, TargetExistsError
+from airflow_provider_ctas.core.transaction import Outcome
+from airflow_provider_ctas.spark.errors import error_condition, first_line
+from airflow_provider_ctas.spark.protocol import PhaseReport
+
+
+def publish_by_rename(
+    ctx: RunContext,
+    plan: Plan,
+    target_info: TableInfo | None,
+    staged: TableInfo,
+    provenance: dict[str, str],
+    report: PhaseReport,
+) -> None:
+    staging, target = staged.ref, ctx.table.target
+    ctx.catalog.set_properties(staging, provenance)  # carried over by the rename, atomically
+    started = time.monotonic()
+    try:
+        ctx.catalog.rename(staging, target)
+    except Exception as exc:
+        # A concurrent creator that wins the rename shows up as TABLE_OR_VIEW_ALREADY_EXISTS, as
+        # LOCATION_ALREADY_EXISTS (its directory moved, its metastore commit not yet visible) or as
+        # the metastore's own "new table ... already exists": all three are a lost race once the
+        # target is there.
+        if target_appeared(ctx):
+            lost_race(ctx, report)
+            return
+        if error_condition(exc).startswith("LOCATION_ALREADY_EXISTS"):
+            location = f"{ctx.catalog.db_location(target.database)}/{target.table}"
+            if ctx.catalog.read_marker(location) is None:
+                raise LeftoverError(
+                    f"{target}'s directory appeared while this task ran and blocks the publish: {first_line(exc)}"
+                ) from exc
+        raise PublishError(f"could not rename {staging} to {target}: {first_line(exc)}") from exc
+    seconds = time.monotonic() - started
+    ctx.progress.publish()
+    ctx.details["publish"] = {"mechanism": Publish.RENAME.value, "seconds": round(seconds, 3)}
+    report.touched.append(f"{staging} -> {target} (renamed in {seconds:.3f}s)")
+
+
+def target_appeared(ctx: RunContext, wait_seconds: float = 10.0) -> bool:
+    """Whether the target exists, waiting briefly for a concurrent rename's metastore commit."""
+    deadline = time.monotonic() + wait_seconds
+    while ctx.catalog.table_info(ctx.table.target) is None:
+        if time.monotonic() >= deadline:
+            return False
+        time.sleep(0.5)
+    return True
+
+
+def lost_race(ctx: RunContext, report: PhaseReport) -> None:
+    """The target appeared between begin and publish: somebody else won."""
+    target, staging = ctx.table.target, ctx.table.staging_table()
+    info = ctx.catalog.table_info(target)
+    ctx.catalog.drop(staging)
+    report.touched.append(f"{staging} (dropped: target already exists)")
+    published_try = ctx.published_try(info) if info is not None else None
+    if published_try is not None:
+        ctx.progress.publish(Outcome.ALREADY_PUBLISHED)
+        ctx.details["published_by_try"] = published_try
+        return
+    if ctx.table.mode is Mode.CREATE_IF_NOT_EXISTS:
+        ctx.progress.publish(Outcome.TARGET_EXISTS)
+        return
+    if ctx.table.mode is Mode.OVERWRITE_PARTITIONS:
+        raise PublishError(
+            f"{target} was created by a concurrent run while this one was creating it; the next "
+            "try overwrites its partitions in the table that now exists"
+        )
+    owner = ownership.describe_owner(info.properties) if info else "another writer"
+    raise TargetExistsError(f"{target} was created by {owner} while this task ran; that table is left untouched")

@@ -1,0 +1,72 @@
+"""Replace with a new shape, only with ``allow_swap``: target -> backup, staging -> target.
+
+Between the two renames readers can find the table missing or, for a lookup that raced the first
+rename, empty: the documented window. A crash in it is repaired by the next try or GC (the backup
+carries the markers that say where it belongs).
+"""
+
+from __future__ import annotations
+
+import time
+
+from airflow_provider_ctas.catalogs.session_catalog.catalog import TableInfo, now_iso
+from airflow_provider_ctas.catalogs.session_catalog.context import RunContext
+from airflow_provider_ctas.catalogs.session_catalog.plan import Plan, Publish
+from airflow_provider_ctas.catalogs.session_catalog.publish.rename import publish_by_rename
+from airflow_provider_ctas.catalogs.session_catalog.recovery import restore, settle_backup, unset_superseded
+from airflow_provider_ctas.core import markers
+from airflow_provider_ctas.core.errors import PublishError, UnsupportedTargetError
+from airflow_provider_ctas.spark.errors import first_line
+from airflow_provider_ctas.spark.protocol import PhaseReport
+
+
+def publish_by_swap(
+    ctx: RunContext,
+    plan: Plan,
+    target_info: TableInfo | None,
+    staged: TableInfo,
+    provenance: dict[str, str],
+    report: PhaseReport,
+) -> None:
+    if target_info is None:  # gone since begin: nothing to swap with
+        publish_by_rename(ctx, plan, target_info, staged, provenance, report)
+        return
+    table = ctx.table
+    staging, target, backup = staged.ref, table.target, table.backup_table()
+    if target_info.table_type != "MANAGED":
+        raise UnsupportedTargetError(f"{target} became a {target_info.table_type} table; not replacing it")
+    ctx.catalog.set_properties(staging, provenance)
+    ctx.catalog.set_properties(
+        target,
+        {
+            markers.SUPERSEDED_BY: markers.superseded_by_value(table.txn_id, table.try_number),
+            markers.SUPERSEDED_TARGET: target.qualified,
+            markers.SUPERSEDED_AT: now_iso(),
+        },
+    )
+    started = time.monotonic()
+    try:
+        ctx.catalog.rename(target, backup)
+    except Exception as exc:
+        unset_superseded(ctx, target)
+        raise PublishError(f"could not move {target} aside: {first_line(exc)}; it is unchanged") from exc
+    gap_started = time.monotonic()
+    try:
+        ctx.fault("publish_after_move_aside")
+        ctx.catalog.rename(staging, target)
+    except Exception as exc:
+        restore(ctx, backup, target)
+        raise PublishError(
+            f"could not rename {staging} to {target}: {first_line(exc)}; the previous version was restored"
+        ) from exc
+    finished = time.monotonic()
+    ctx.progress.publish()
+    ctx.details["publish"] = {
+        "mechanism": Publish.SWAP.value,
+        "seconds": round(finished - started, 3),
+        "unavailable_seconds": round(finished - gap_started, 3),
+    }
+    report.touched.append(
+        f"{target} -> {backup}, {staging} -> {target} (target missing for {finished - gap_started:.3f}s)"
+    )
+    report.touched += settle_backup(ctx, backup, ctx.catalog.table_info(backup), table.try_number)

@@ -1,0 +1,123 @@
+"""What earlier tries of a transaction left behind, found by reserved name and removed by marker.
+
+Used by begin (before staging anything), after a publish (older tries' directories), by abort and
+by the driver itself when a phase fails before publishing.
+"""
+
+from __future__ import annotations
+
+from airflow_provider_ctas.catalogs.session_catalog import ownership
+from airflow_provider_ctas.catalogs.session_catalog.catalog import TableInfo
+from airflow_provider_ctas.catalogs.session_catalog.context import RunContext
+from airflow_provider_ctas.core import markers
+from airflow_provider_ctas.core.identifiers import TableRef, sql_string_literal
+from airflow_provider_ctas.spark.errors import first_line
+
+
+def clean_tries(ctx: RunContext, up_to: int, *, delete_dirs: bool = True) -> list[str]:
+    """Remove staging of tries <= ``up_to`` and restore a target a crashed swap moved aside.
+
+    Managed staging goes with its directory at once: the rename that would publish it needs the
+    table, so a dropped one can never be published. An external (flip) staging directory could
+    still be flipped in by a paused older try, so with ``delete_dirs=False`` only its metadata
+    goes, and the directory waits until this try has published or aborted.
+    """
+    touched: list[str] = []
+    target, txn_id = ctx.table.target, ctx.table.txn_id
+    found = [
+        (parsed, ref)
+        for parsed, ref in ctx.catalog.reserved_tables(target.database, txn_id)
+        if parsed.try_number <= up_to
+    ]
+    # Backups first: a target moved aside must be back before its staging goes.
+    for parsed, ref in sorted(found, key=lambda item: (item[0].role != "backup", item[0].try_number)):
+        info = ctx.catalog.table_info(ref)
+        if info is None:
+            continue
+        if parsed.role == "backup":
+            touched += settle_backup(ctx, ref, info, parsed.try_number)
+        elif ownership.is_staging_of(info.properties, txn_id, parsed.try_number):
+            ctx.catalog.drop(ref)
+            what = "metadata" if info.table_type == "EXTERNAL" else "table and data"
+            touched.append(f"{ref} (staging of try {parsed.try_number} dropped: {what})")
+        else:
+            ctx.log.warning(f"{ref} has a reserved name but not this transaction's markers; left alone")
+    if delete_dirs:
+        touched += _clean_orphan_directories(ctx, up_to)
+    return touched
+
+
+def settle_backup(ctx: RunContext, backup: TableRef, info: TableInfo | None, try_number: int) -> list[str]:
+    """A swap's backup: restore it when the target is missing, drop it once the new version stands."""
+    expected = markers.superseded_by_value(ctx.table.txn_id, try_number)
+    if info is None or info.properties.get(markers.SUPERSEDED_BY) != expected:
+        ctx.log.warning(f"{backup} has a reserved name but was not moved aside by this transaction")
+        return []
+    target = ctx.table.target
+    current = ctx.catalog.table_info(target)
+    if current is None:
+        restore(ctx, backup, target)
+        return [f"{backup} -> {target} (restored the version an interrupted replace had moved aside)"]
+    if ctx.published_try(current) is None:
+        ctx.log.warning(
+            f"{backup} holds the version of {target} that this transaction moved aside, but {target} now "
+            "belongs to someone else; keeping it"
+        )
+        return []
+    if not ownership.created_by_provider(info.properties):
+        ctx.details.setdefault("superseded_kept", []).append(backup.qualified)
+        ctx.log.warning(
+            f"the previous version of {target} was not created by this provider; it is kept as {backup}: "
+            "drop it once no reader needs it"
+        )
+        return []
+    ctx.catalog.drop(backup)
+    return [f"{backup} (previous version dropped)"]
+
+
+def restore(ctx: RunContext, backup: TableRef, target: TableRef) -> None:
+    ctx.catalog.rename(backup, target)
+    unset_superseded(ctx, target)
+    ctx.log.info(f"restored the previous version: {backup} -> {target}")
+
+
+def unset_superseded(ctx: RunContext, ref: TableRef) -> None:
+    try:
+        keys = ", ".join(map(sql_string_literal, markers.SUPERSEDED_KEYS))
+        ctx.catalog.sql(f"ALTER TABLE {ref.quoted} UNSET TBLPROPERTIES IF EXISTS ({keys})")
+    except Exception as exc:  # noqa: BLE001 - the marker only delays GC of a restored table; never fail a restore for it
+        ctx.log.warning(f"could not remove {markers.SUPERSEDED_BY} from {ref}: {first_line(exc)}")
+
+
+def _clean_orphan_directories(ctx: RunContext, up_to: int) -> list[str]:
+    touched = []
+    target, txn_id = ctx.table.target, ctx.table.txn_id
+    location = ctx.catalog.db_location(target.database)
+    live = ctx.catalog.live_locations(target)
+    for name in ctx.catalog.fs.list_names(location, markers.name_pattern(txn_id)):
+        parsed = markers.parse_reserved_name(name)
+        if not parsed or parsed.tag != markers.txn_tag(txn_id) or parsed.try_number > up_to:
+            continue
+        path = f"{location}/{name}"
+        if ownership.feeds(path, live):
+            continue  # the target reads from it (a flip, or partitions switched in)
+        if ctx.spark.catalog.tableExists(target.with_table(name).quoted):
+            continue  # still registered (handled above, or not ours)
+        marker = ctx.catalog.read_marker(path)
+        created_here = path == ctx.details.get("staging_location", "").rstrip("/")
+        if (marker is not None and marker.txn_id == txn_id) or created_here or not ctx.catalog.fs.has_files(path):
+            ctx.catalog.fs.delete(path)
+            touched.append(f"{path} (orphan staging directory deleted)")
+        else:
+            ctx.log.warning(f"{path} looks like staging but carries no marker of this transaction; left alone")
+    return touched
+
+
+def finish_cleanup(ctx: RunContext) -> list[str]:
+    """After a publish, whatever older tries left (directories deferred by begin) can go."""
+    touched: list[str] = []
+    ctx.after_publish(
+        "remove older tries' staging",
+        lambda: touched.extend(clean_tries(ctx, up_to=ctx.table.try_number - 1, delete_dirs=True)),
+    )
+    return touched

@@ -1,0 +1,94 @@
+"""The session-catalog strategy: file-format tables (parquet, orc, ...) in Spark's session catalog,
+published by a rename, a location flip, a swap or partition switches."""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Mapping
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+from urllib.parse import urlparse
+
+from airflow_provider_ctas.catalogs.session_catalog.table import (
+    DEFAULT_RETENTION_SECONDS,
+    FILE_FORMATS,
+    Mode,
+    SessionCatalogTable,
+    validate_format,
+    validate_mode,
+    validate_retention,
+)
+from airflow_provider_ctas.catalogs.strategy import RequestSpec, Strategy
+from airflow_provider_ctas.core.errors import InvalidInputError
+from airflow_provider_ctas.core.identifiers import (
+    SESSION_CATALOG,
+    validate_columns,
+    validate_table_properties,
+    validate_target,
+)
+from airflow_provider_ctas.core.transaction import TwoPhaseTable
+
+if TYPE_CHECKING:
+    from airflow_provider_ctas.catalogs.strategy import DriverSide
+
+METASTORE_URIS = "spark.hadoop.hive.metastore.uris"
+
+
+def _validate(spec: RequestSpec) -> TwoPhaseTable:
+    mode = validate_mode(spec.mode)
+    columns = validate_columns(spec.partition_by, "partition_by")
+    if mode is Mode.OVERWRITE_PARTITIONS and not columns:
+        raise InvalidInputError("mode 'overwrite_partitions' needs partition_by (the partitions it overwrites)")
+    retention = DEFAULT_RETENTION_SECONDS if spec.superseded_retention is None else spec.superseded_retention
+    return SessionCatalogTable(
+        key=spec.key,
+        conn_id=spec.conn_id,
+        target=validate_target(spec.target),
+        mode=mode,
+        table_format=validate_format(spec.table_format),
+        partition_by=columns,
+        table_properties=validate_table_properties(spec.table_properties),
+        allow_swap=bool(spec.allow_swap),
+        superseded_retention_seconds=validate_retention(retention),
+    )
+
+
+def _check_options(mode: str, table_format: str, superseded_retention: object) -> None:
+    validate_mode(mode)
+    validate_format(table_format)
+    validate_retention(superseded_retention)
+
+
+def _driver() -> DriverSide:
+    from airflow_provider_ctas.catalogs.session_catalog.driver import SessionCatalogDriver
+
+    return SessionCatalogDriver()
+
+
+def metastore_namespace(conf: Mapping[str, Any] | None) -> str:
+    """``hive://host:port`` from ``spark.hadoop.hive.metastore.uris`` (the operator's ``conf``, then
+    SPARK_CONF_DIR), as in OpenLineage's naming spec; ``hive://embedded`` for Spark's embedded one."""
+    uris = (conf or {}).get(METASTORE_URIS)
+    if not uris and (conf_dir := os.environ.get("SPARK_CONF_DIR")):
+        defaults = Path(conf_dir, "spark-defaults.conf")
+        if defaults.exists():
+            for line in defaults.read_text().splitlines():
+                key, _, value = line.strip().partition(" ")
+                if key == METASTORE_URIS:
+                    uris = value.strip()
+    if not uris:
+        return "hive://embedded"
+    first = urlparse(str(uris).split(",")[0].strip())
+    return f"hive://{first.hostname}:{first.port or 9083}"
+
+
+STRATEGY = Strategy(
+    kind=SessionCatalogTable.kind,
+    formats=FILE_FORMATS,
+    catalogs=frozenset({SESSION_CATALOG}),
+    modes=tuple(m.value for m in Mode),
+    validate=_validate,
+    check_options=_check_options,
+    driver=_driver,
+    lineage_namespace=metastore_namespace,
+)

@@ -1,0 +1,77 @@
+"""What a catalog strategy declares, so that the operator, the driver, GC and lineage can ask for
+it instead of naming a table format themselves.
+
+A strategy is a two-phase table kind (FLIP-305's ``TwoPhaseCatalogTable``): the formats and catalogs
+it serves, how it validates a request into its serializable table, its driver-side executor and
+GC, and the OpenLineage namespace of its tables. Driver-side pieces load lazily (they need
+pyspark), from code, never from a name in the data.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Iterable, Mapping
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Any, Protocol
+
+from airflow_provider_ctas.core.transaction import TransactionKey, TwoPhaseTable
+
+if TYPE_CHECKING:
+    from pyspark.sql import SparkSession
+
+    from airflow_provider_ctas.spark.engine import Reporter
+    from airflow_provider_ctas.spark.protocol import PhaseReport, PhaseRequest
+
+
+class Executor(Protocol):
+    """The driver side of one try: runs phases by name and says how far it got."""
+
+    @property
+    def nothing_to_do(self) -> bool: ...
+    @property
+    def published(self) -> bool: ...
+    @property
+    def reached(self) -> str: ...
+    @property
+    def outcome(self) -> str | None: ...
+    @property
+    def details(self) -> Mapping[str, Any]: ...
+
+    def run(self, phase: str, report: PhaseReport) -> None: ...
+    def clean_up_this_try(self) -> list[str]: ...
+    def spark_jobs(self) -> int | None: ...
+
+
+class DriverSide(Protocol):
+    def executor(self, spark: SparkSession, table: TwoPhaseTable, request: PhaseRequest, log: Reporter) -> Executor: ...
+    def gc(self, spark: SparkSession, settings: Mapping[str, Any], log: Reporter) -> dict[str, Any]: ...
+
+
+@dataclass(frozen=True)
+class RequestSpec:
+    """An operator's request, before a strategy validates it into its table."""
+
+    key: TransactionKey
+    conn_id: str
+    target: str
+    mode: str
+    table_format: str
+    partition_by: Iterable[str] | None = None
+    table_properties: Mapping[str, object] | None = None
+    allow_swap: bool = False
+    superseded_retention: object = None
+
+
+@dataclass(frozen=True)
+class Strategy:
+    kind: str
+    """The ``kind`` its serialized tables carry (``core.transaction.register_kind``)."""
+    formats: frozenset[str]
+    catalogs: frozenset[str]
+    modes: tuple[str, ...]
+    validate: Callable[[RequestSpec], TwoPhaseTable]
+    """Validate a request (names, mode, format, options) into the table; raises InvalidInputError."""
+    check_options: Callable[[str, str, object], None]
+    """(mode, table_format, superseded_retention): the operator's checks at DAG-parse time."""
+    driver: Callable[[], DriverSide]
+    lineage_namespace: Callable[[Mapping[str, Any] | None], str]
+    """The OpenLineage namespace of the tables it writes, from the operator's Spark conf."""

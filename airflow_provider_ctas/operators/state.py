@@ -1,0 +1,84 @@
+"""Where the operator keeps its transaction between tries and callbacks, and how provider errors
+become Airflow's: retryable ones retry, the rest fail the task at once."""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING, Any, NoReturn, Protocol
+
+from airflow.providers.common.compat.sdk import AirflowException, AirflowFailException
+
+from airflow_provider_ctas.catalogs import load_two_phase_table
+from airflow_provider_ctas.core.errors import CtasError
+from airflow_provider_ctas.core.transaction import TwoPhaseTable
+
+if TYPE_CHECKING:
+    from airflow.sdk import Context
+
+XCOM_KEY = "ctas_transaction"
+
+
+def durable_table(context: Context) -> TwoPhaseTable | None:
+    """The transaction as the task state store kept it across tries (None on a first try)."""
+    store = context.get("task_state_store")
+    if store is None:
+        return None
+    stored = store.get(XCOM_KEY)
+    return None if stored is None else load_two_phase_table(stored)
+
+
+def xcom_table(context: Context) -> TwoPhaseTable | None:
+    ti = context["ti"]
+    value = ti.xcom_pull(task_ids=ti.task_id, key=XCOM_KEY, map_indexes=ti.map_index)
+    return None if value is None else load_two_phase_table(value)
+
+
+class Log(Protocol):
+    def info(self, msg: Any, /, *args: Any, **kw: Any) -> Any: ...
+    def warning(self, msg: Any, /, *args: Any, **kw: Any) -> Any: ...
+
+
+def persist(context: Context, table: TwoPhaseTable, log: Log) -> None:
+    """Durable copy first (the next try needs it), then XCom (for the UI and downstream tasks).
+
+    Either write may be refused where Airflow does not allow it: the state store in
+    ``on_retry_callback`` (the try's task instance id is already retired; measured on 3.3.2)
+    and outside a worker, XCom in the DAG processor. The catalog markers remain the ground
+    truth, so a refused write only costs visibility.
+    """
+    data = table.to_dict()
+    store = context.get("task_state_store")
+    if store is not None:
+        try:
+            current = store.get(XCOM_KEY)
+            newer = current.get("try_number") if isinstance(current, dict) else None
+            if isinstance(newer, int) and newer > table.try_number:
+                log.warning(
+                    "Not recording try %s: try %s of this task has begun since (this try is fenced off)",
+                    table.try_number,
+                    newer,
+                )
+                return
+            store.set(XCOM_KEY, data)
+        except Exception as exc:  # noqa: BLE001 - best effort: the state also lives in the other store
+            log.info("The task state store refused the write here (%s)", exc)
+    try:
+        context["ti"].xcom_push(key=XCOM_KEY, value=data)
+    except Exception as exc:  # noqa: BLE001 - best effort: the state also lives in the other store
+        log.info("Could not push XCom %s here (%s)", XCOM_KEY, exc)
+
+
+def raise_for_airflow(error: CtasError) -> NoReturn:
+    if error.retryable:
+        raise AirflowException(f"[{error.code}] {error}") from error
+    raise AirflowFailException(f"[{error.code}] {error}") from error
+
+
+def summary(table: TwoPhaseTable) -> dict[str, Any]:
+    """What ``execute`` returns (the task's return value XCom)."""
+    return {
+        "target": table.target.qualified,
+        "outcome": table.outcome.value if table.outcome else None,
+        "row_count": table.details.get("row_count"),
+        "txn_id": table.txn_id,
+        "try_number": table.try_number,
+    }

@@ -1,0 +1,130 @@
+"""begin's decisions as pure logic: which publish mechanism, which shape check, what the fence and
+the ownership predicates accept. No JVM."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+import pytest
+
+from airflow_provider_ctas.catalogs.session_catalog import ownership
+from airflow_provider_ctas.catalogs.session_catalog.plan import (
+    Plan,
+    Publish,
+    choose_mechanism,
+    column_order,
+    schema_drift,
+    shape_differences,
+)
+from airflow_provider_ctas.catalogs.session_catalog.table import Mode
+from airflow_provider_ctas.core import markers
+from airflow_provider_ctas.core.errors import CorruptStateError, QueryError, UnsupportedTargetError
+from airflow_provider_ctas.core.transaction import Outcome
+
+NEW = (("id", "bigint"), ("name", "string"))
+
+
+@dataclass
+class Shape:
+    provider: str = "parquet"
+    partition_columns: list[str] = field(default_factory=list)
+    bucketed: bool = False
+    columns: list[tuple[str, str]] = field(default_factory=lambda: list(NEW))
+
+
+def choose(info: Shape | None, mode: Mode = Mode.REPLACE, allow_swap: bool = False, partition_by=(), new=NEW):
+    return choose_mechanism(
+        target="db.t",
+        info=info,
+        mode=mode,
+        table_format="parquet",
+        partition_by=partition_by,
+        allow_swap=allow_swap,
+        new=new,
+    )
+
+
+def test_a_new_target_is_renamed_in_and_a_same_shape_one_is_flipped():
+    assert choose(None, Mode.CREATE) == (Publish.RENAME, [])
+    assert choose(Shape()) == (Publish.FLIP, [])
+
+
+@pytest.mark.parametrize(
+    ("shape", "problem"),
+    [
+        (Shape(provider="orc"), "its format is orc"),
+        (Shape(partition_columns=["name"]), "partitioned"),
+        (Shape(bucketed=True), "bucketed"),
+        (Shape(columns=[("id", "int"), ("name", "string")]), "its columns are (id int, name string)"),
+        (Shape(columns=[("name", "string"), ("id", "bigint")]), "its columns are"),  # order matters to a flip
+    ],
+)
+def test_a_changed_shape_needs_allow_swap(shape, problem):
+    with pytest.raises(UnsupportedTargetError, match="allow_swap=True") as refused:
+        choose(shape)
+    assert problem in str(refused.value)
+    mechanism, problems = choose(shape, allow_swap=True)
+    assert mechanism is Publish.SWAP
+    assert any(problem in p for p in problems)
+
+
+def test_partitions_are_switched_only_when_the_query_fits_the_table():
+    table = Shape(partition_columns=["ds"], columns=[("id", "bigint"), ("ds", "string")])
+    fits = (("id", "bigint"), ("ds", "string"))
+    assert choose(table, Mode.OVERWRITE_PARTITIONS, partition_by=("ds",), new=fits) == (Publish.PARTITIONS, [])
+    drifted = (("id", "int"), ("extra", "string"), ("ds", "string"))
+    with pytest.raises(QueryError, match="schema drift, nothing was written") as refused:
+        choose(table, Mode.OVERWRITE_PARTITIONS, partition_by=("ds",), new=drifted)
+    assert "column(s) extra the table does not have" in str(refused.value)
+    assert "id bigint -> int" in str(refused.value)
+
+
+def test_shape_checks_return_nothing_when_nothing_differs():
+    assert shape_differences(Shape(), "parquet", (), NEW) == []
+    table = Shape(partition_columns=["DS"], columns=[("ID", "bigint"), ("ds", "string")])
+    assert schema_drift(table, "parquet", ("ds",), (("id", "bigint"), ("ds", "string"))) == []
+    assert schema_drift(table, "parquet", ("other",), (("id", "bigint"), ("ds", "string")))
+
+
+def test_column_order_puts_partition_columns_last_and_refuses_what_cannot_be_a_table():
+    assert column_order(["ds", "id", "Name"], ("ds",)) == ["id", "Name", "ds"]
+    assert column_order(["DS", "id"], ("ds",)) == ["id", "DS"]
+    with pytest.raises(QueryError, match="duplicate column names: id"):
+        column_order(["id", "ID"], ())
+    with pytest.raises(QueryError, match="not produced by the SELECT"):
+        column_order(["id"], ("ds",))
+    with pytest.raises(QueryError, match="at least one data column"):
+        column_order(["ds"], ("ds",))
+
+
+def test_a_plan_is_data_that_round_trips_and_refuses_garbage():
+    plan = Plan(Publish.FLIP, NEW, "file:/w/db.db/__ctas_x_s1")
+    assert Plan.from_dict(plan.to_dict()) == plan
+    assert plan.external_staging and not Plan(Publish.RENAME).external_staging
+    assert Plan.from_dict(Plan(skip=Outcome.TARGET_EXISTS).to_dict()).skip is Outcome.TARGET_EXISTS
+    for bad in ({}, {**plan.to_dict(), "mechanism": "teleport"}, {**plan.to_dict(), "columns": [1]}):
+        with pytest.raises(CorruptStateError):
+            Plan.from_dict(bad)
+
+
+TXN = "0123456789abcdef0123456789abcdef"
+
+
+def test_ownership_predicates_recovery_and_gc_share():
+    props = {markers.TXN_ID: TXN, markers.TRY_NUMBER: "2"}
+    assert ownership.is_staging_of(props, TXN, 2)
+    assert not ownership.is_staging_of(props, TXN, 1)
+    assert not ownership.is_staging_of({**props, markers.TXN_ID: "f" * 32}, TXN, 2)
+    name = markers.parse_reserved_name(markers.staging_name(TXN, 2))
+    assert name is not None and ownership.is_staging_named(props, name)
+    assert not ownership.is_staging_named({}, name)
+    backup = {
+        markers.SUPERSEDED_BY: markers.superseded_by_value(TXN, 3),
+        markers.SUPERSEDED_TARGET: "spark_catalog.d.t",
+    }
+    assert ownership.moved_aside_by(backup) == (TXN, "spark_catalog.d.t")
+    assert ownership.moved_aside_by({markers.SUPERSEDED_BY: markers.superseded_by_value(TXN, 3)}) is None
+    assert ownership.feeds("/w/d/__ctas_x_s1", ["/w/d/__ctas_x_s1/ds=1"])
+    assert ownership.feeds("/w/d/t/", ["/w/d/t"])
+    assert not ownership.feeds("/w/d/t", ["/w/d/t2"])
+    assert "not created by airflow-provider-ctas" in ownership.describe_owner({})
