@@ -46,9 +46,10 @@ NEW_SQL = (
 )
 
 
-# Only try 1 runs with AIRFLOW_CTAS_FAULTS set, so only try 1 gets the timeout.
+# Only try 1 runs with AIRFLOW_CTAS_FAULTS set, so only try 1 gets the timeout: long enough to reach
+# the decision on a loaded 2-core machine (~30-70 s), far shorter than the pause there.
 TRY1_TIMEOUT = (
-    ", execution_timeout=datetime.timedelta(seconds=20) "
+    ", execution_timeout=datetime.timedelta(seconds=120) "
     "if __import__('os').environ.get('AIRFLOW_CTAS_FAULTS') else None"
 )
 
@@ -127,6 +128,15 @@ def wait_only(ctx: Context) -> None:
     return None
 
 
+def reached(point: str) -> Callable[[Context], None]:
+    """The fault acts by itself; the cell only checks try 1 got to ``point`` first."""
+
+    def act(ctx: Context) -> None:
+        wait_for_line(ctx.progress, f"{point} try=1", timeout=240)
+
+    return act
+
+
 def kill_connect_server(ctx: Context) -> None:
     """SIGKILL the Spark Connect server (the driver of every Connect session), then start it again."""
     os.killpg(int(ctx.connect.pid_file.read_text()), signal.SIGKILL)
@@ -202,6 +212,15 @@ CELLS = [
         {},
         slow_ms=300,
         extra=", execution_timeout=datetime.timedelta(seconds=30)",
+    ),
+    Cell(
+        "timeout-awaiting-decision",
+        "execution_timeout",
+        "while the driver waits for the task's decision",
+        "replace",
+        reached("before_decision"),
+        {"before_decision": {"sleep": 600, "only_try": 1}},
+        extra=TRY1_TIMEOUT,
     ),
     Cell(
         "metastore-down-publish",
