@@ -22,7 +22,7 @@ from typing import Any
 from airflow.providers.apache.spark.hooks.spark_submit import SparkSubmitHook
 
 import airflow_provider_ctas
-from airflow_provider_ctas.core.errors import InvalidInputError, SparkJobError, SparkNotFoundError
+from airflow_provider_ctas.core.errors import CorruptStateError, InvalidInputError, SparkJobError, SparkNotFoundError
 from airflow_provider_ctas.runners.coordinator import CommitCoordinator
 from airflow_provider_ctas.spark.protocol import PhaseRequest, PhaseResult, error_info
 
@@ -203,8 +203,8 @@ class SparkSubmitRunner:
                 text = handle.read()
             try:
                 return PhaseResult.from_json(text)
-            except (ValueError, KeyError, TypeError):
-                pass
+            except CorruptStateError:
+                pass  # a torn or foreign file: fall back to the exit status
         if error is None:
             # Cluster mode: the driver could not write here; its exit status is all we know.
             return PhaseResult(ok=True, reached="unknown", details={"result": "exit status only"})

@@ -118,16 +118,47 @@ class PhaseResult:
 
     @classmethod
     def from_json(cls, text: str) -> PhaseResult:
-        data = json.loads(text)
-        if not isinstance(data, Mapping):
-            raise CorruptStateError("result is not an object")
-        reports = [PhaseReport(**report) for report in data.get("phases", [])]
+        """Strict: the driver runs this same package (shipped with ``--py-files``), so any other
+        shape is a corrupt or foreign result, refused rather than half-read."""
+        try:
+            data = json.loads(text)
+        except ValueError as exc:
+            raise CorruptStateError(f"result is not JSON: {exc}") from exc
+        expected = {"ok", "reached", "outcome", "cleaned_up", "details", "phases", "error"}
+        if not isinstance(data, Mapping) or set(data) != expected:
+            raise CorruptStateError(f"result fields must be {sorted(expected)}")
+        if not isinstance(data["ok"], bool) or not isinstance(data["cleaned_up"], bool):
+            raise CorruptStateError("result ok and cleaned_up must be booleans")
+        if data["reached"] not in Reached._value2member_map_:
+            raise CorruptStateError(f"result reached {data['reached']!r} is not a transaction state")
+        if data["outcome"] is not None and not isinstance(data["outcome"], str):
+            raise CorruptStateError("result outcome must be a string or null")
+        if not isinstance(data["details"], dict) or not isinstance(data["phases"], list):
+            raise CorruptStateError("result details must be an object and phases a list")
+        error = data["error"]
+        if error is not None and (
+            not isinstance(error, dict)
+            or set(error) != {"code", "message", "phase"}
+            or not all(isinstance(v, str) for v in error.values())
+        ):
+            raise CorruptStateError("result error must be {code, message, phase} strings or null")
         return cls(
-            ok=bool(data["ok"]),
-            reached=str(data["reached"]),
-            outcome=data.get("outcome"),
-            cleaned_up=bool(data.get("cleaned_up", False)),
-            details=dict(data.get("details", {})),
-            phases=reports,
-            error=data.get("error"),
+            ok=data["ok"],
+            reached=data["reached"],
+            outcome=data["outcome"],
+            cleaned_up=data["cleaned_up"],
+            details=data["details"],
+            phases=[_report(report) for report in data["phases"]],
+            error=error,
         )
+
+
+def _report(data: object) -> PhaseReport:
+    fields = {"phase", "status", "seconds", "touched", "note"}
+    if not isinstance(data, dict) or set(data) != fields or data["status"] not in ("ok", "failed", "skipped"):
+        raise CorruptStateError(f"result phase report is malformed: {data!r}"[:300])
+    if not isinstance(data["seconds"], int | float) or not isinstance(data["touched"], list):
+        raise CorruptStateError("result phase report seconds must be a number and touched a list")
+    return PhaseReport(
+        str(data["phase"]), data["status"], float(data["seconds"]), [str(t) for t in data["touched"]], str(data["note"])
+    )

@@ -20,7 +20,14 @@ from airflow_provider_ctas.catalogs.session_catalog.query import as_subquery, cl
 from airflow_provider_ctas.core.errors import CorruptStateError, InvalidInputError
 from airflow_provider_ctas.spark.ddl import columns_ddl
 from airflow_provider_ctas.spark.errors import first_line
-from airflow_provider_ctas.spark.protocol import ABORT_PHASES, RUN_PHASES, PhaseRequest, PhaseResult
+from airflow_provider_ctas.spark.protocol import (
+    ABORT_PHASES,
+    RUN_PHASES,
+    PhaseReport,
+    PhaseRequest,
+    PhaseResult,
+    error_info,
+)
 from ctas_devstack.metastore import free_port
 
 
@@ -48,8 +55,31 @@ def test_request_round_trip_and_validation():
 
 
 def test_result_round_trip():
-    result = PhaseResult(ok=True, reached="committed", outcome="published", details={"row_count": 3})
+    report = PhaseReport("commit", "ok", 0.25, ["db.t renamed"], "decided in 1 ms")
+    result = PhaseResult(ok=True, reached="committed", outcome="published", details={"row_count": 3}, phases=[report])
     assert PhaseResult.from_json(result.to_json()) == result
+    failed = PhaseResult(error=error_info("SPARK_ERROR", "x" * 5000, "prepare"))
+    assert PhaseResult.from_json(failed.to_json()) == failed
+    assert len(failed.error["message"]) == 4000 if failed.error else False
+
+
+@pytest.mark.parametrize(
+    "change",
+    [
+        {"ok": "yes"},
+        {"reached": "somewhere"},
+        {"extra": 1},
+        {"error": {"code": "X"}},
+        {"phases": [{"phase": "begin", "status": "great", "seconds": 1, "touched": [], "note": ""}]},
+        {"details": []},
+    ],
+)
+def test_a_malformed_result_is_refused_not_half_read(change):
+    data = json.loads(PhaseResult(ok=True, reached="committed").to_json())
+    with pytest.raises(CorruptStateError):
+        PhaseResult.from_json(json.dumps({**data, **change}))
+    with pytest.raises(CorruptStateError):
+        PhaseResult.from_json("not json")
 
 
 def test_sql_is_wrapped_as_a_subquery():

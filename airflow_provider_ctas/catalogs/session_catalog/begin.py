@@ -40,10 +40,12 @@ def begin(ctx: RunContext, report: PhaseReport) -> Plan:
         raise DatabaseNotFoundError(
             f"database {target.database!r} does not exist in Spark's session catalog; create it first"
         )
-    # Everything of this transaction up to and including this try is a leftover here: earlier
-    # tries, or an earlier attempt of this very try that a cluster manager relaunched. Their
-    # directories are deleted only after this try publishes or aborts (recovery.finish_cleanup).
-    report.touched += recovery.clean_tries(ctx, up_to=ctx.table.try_number, delete_dirs=False)
+    # Earlier tries' staging is a leftover here (their directories are deleted only after this try
+    # publishes or aborts: recovery.finish_cleanup). A first try has no earlier tries, and its
+    # driver is never relaunched (cluster deploy mode is refused), so it skips the scan; were its
+    # staging there after all, creating it fails and the next try cleans up.
+    if ctx.table.try_number > 1:
+        report.touched += recovery.clean_tries(ctx, up_to=ctx.table.try_number, delete_dirs=False)
     info = ctx.catalog.table_info(target) or _require_free_location(ctx)
     if info is not None and (skip := _decide_on_existing_target(ctx, info)) is not None:
         report.note = f"outcome {skip}; no staging created"

@@ -118,13 +118,13 @@ class SessionCatalogExecutor:
 
     def commit(self, plan: Plan, report: PhaseReport) -> None:
         ctx = self.ctx
-        staged = require_own_staging(ctx)
+        staging = require_own_staging(ctx)
         ctx.fault("before_publish")
         provenance = {markers.PUBLISHED_AT: now_iso()}
         if "row_count" in ctx.details:
             provenance[markers.ROW_COUNT] = str(ctx.details["row_count"])
         target_info = ctx.catalog.table_info(ctx.table.target)
-        PUBLISHERS[plan.mechanism or Publish.RENAME](ctx, plan, target_info, staged, provenance, report)
+        PUBLISHERS[plan.mechanism or Publish.RENAME](ctx, plan, target_info, staging, provenance, report)
         if ctx.progress.published:
             ctx.progress.reached = Reached.COMMITTED
             ctx.fault("after_publish")

@@ -22,6 +22,8 @@ def clean_tries(ctx: RunContext, up_to: int, *, delete_dirs: bool = True) -> lis
     still be flipped in by a paused older try, so with ``delete_dirs=False`` only its metadata
     goes, and the directory waits until this try has published or aborted.
     """
+    if up_to < 1:
+        return []  # no try that could have left anything
     touched: list[str] = []
     target, txn_id = ctx.table.target, ctx.table.txn_id
     found = [

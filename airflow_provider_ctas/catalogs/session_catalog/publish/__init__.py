@@ -12,9 +12,10 @@ from airflow_provider_ctas.catalogs.session_catalog.publish.flip import publish_
 from airflow_provider_ctas.catalogs.session_catalog.publish.partitions import publish_partitions
 from airflow_provider_ctas.catalogs.session_catalog.publish.rename import publish_by_rename
 from airflow_provider_ctas.catalogs.session_catalog.publish.swap import publish_by_swap
+from airflow_provider_ctas.core.identifiers import TableRef
 from airflow_provider_ctas.spark.protocol import PhaseReport
 
-Publisher = Callable[[RunContext, Plan, "TableInfo | None", TableInfo, dict[str, str], PhaseReport], None]
+Publisher = Callable[[RunContext, Plan, "TableInfo | None", TableRef, dict[str, str], PhaseReport], None]
 """(context, plan, the target now, this try's staging table, provenance properties, report)."""
 
 PUBLISHERS: dict[Publish, Publisher] = {

@@ -7,20 +7,20 @@ try can revoke this one in between; the publish is then undone).
 from __future__ import annotations
 
 from airflow_provider_ctas.catalogs.session_catalog import ownership
-from airflow_provider_ctas.catalogs.session_catalog.catalog import TableInfo
 from airflow_provider_ctas.catalogs.session_catalog.context import RunContext
 from airflow_provider_ctas.core.errors import FencedError
+from airflow_provider_ctas.core.identifiers import TableRef
 
 
-def require_own_staging(ctx: RunContext) -> TableInfo:
+def require_own_staging(ctx: RunContext) -> TableRef:
+    """This try's staging table, still carrying this try's markers (one catalog call)."""
     staging = ctx.table.staging_table()
-    staged = ctx.catalog.table_info(staging)
-    if staged is None or not ownership.is_staging_of(staged.properties, ctx.table.txn_id, ctx.table.try_number):
+    if not still_own_staging(ctx):
         raise FencedError(
             f"staging table {staging} of try {ctx.table.try_number} is gone: a newer try of this task "
             "instance has taken over, so this try must not publish"
         )
-    return staged
+    return staging
 
 
 def still_own_staging(ctx: RunContext) -> bool:

@@ -15,7 +15,7 @@ from airflow_provider_ctas.catalogs.session_catalog.context import RunContext
 from airflow_provider_ctas.catalogs.session_catalog.plan import Plan, Publish, shape_differences
 from airflow_provider_ctas.catalogs.session_catalog.publish.fence import revoked, still_own_staging
 from airflow_provider_ctas.core.errors import PublishError
-from airflow_provider_ctas.core.identifiers import sql_string_literal
+from airflow_provider_ctas.core.identifiers import TableRef, sql_string_literal
 from airflow_provider_ctas.spark.protocol import PhaseReport
 
 
@@ -23,7 +23,7 @@ def publish_by_flip(
     ctx: RunContext,
     plan: Plan,
     target_info: TableInfo | None,
-    staged: TableInfo,
+    staging: TableRef,
     provenance: dict[str, str],
     report: PhaseReport,
 ) -> None:
@@ -33,7 +33,7 @@ def publish_by_flip(
     problems = shape_differences(target_info, table.table_format, table.partition_by, plan.columns)
     if problems or target_info.table_type != "MANAGED":
         raise PublishError(f"{target} changed since begin ({'; '.join(problems) or target_info.table_type})")
-    old_location, new_location = target_info.location or "", staged.location or ""
+    old_location, new_location = target_info.location or "", plan.staging_location or ""
     started = time.monotonic()
     ctx.catalog.sql(f"ALTER TABLE {target.quoted} SET LOCATION {sql_string_literal(new_location)}")
     flipped = time.monotonic()
@@ -54,7 +54,7 @@ def publish_by_flip(
         **provenance,
     }
     ctx.after_publish("record provenance", lambda: _stamp_if_still_ours(ctx, new_location, properties))
-    ctx.after_publish("drop the staging metadata", lambda: ctx.catalog.drop(staged.ref))
+    ctx.after_publish("drop the staging metadata", lambda: ctx.catalog.drop(staging))
     ctx.after_publish(
         "remove the superseded version",
         lambda: report.touched.extend(retention.remove_superseded(ctx, old_location, new_location)),

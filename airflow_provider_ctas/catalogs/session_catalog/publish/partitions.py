@@ -13,7 +13,7 @@ from airflow_provider_ctas.catalogs.session_catalog.context import RunContext
 from airflow_provider_ctas.catalogs.session_catalog.plan import Plan, Publish, schema_drift
 from airflow_provider_ctas.catalogs.session_catalog.publish.fence import revoked, still_own_staging
 from airflow_provider_ctas.core.errors import FencedError, PublishError
-from airflow_provider_ctas.core.identifiers import quote, sql_string_literal
+from airflow_provider_ctas.core.identifiers import TableRef, quote, sql_string_literal
 from airflow_provider_ctas.spark.errors import first_line
 from airflow_provider_ctas.spark.protocol import PhaseReport
 
@@ -30,7 +30,7 @@ def publish_partitions(
     ctx: RunContext,
     plan: Plan,
     target_info: TableInfo | None,
-    staged: TableInfo,
+    staging: TableRef,
     provenance: dict[str, str],
     report: PhaseReport,
 ) -> None:
@@ -40,7 +40,7 @@ def publish_partitions(
     if drift := schema_drift(target_info, table.table_format, table.partition_by, plan.columns):
         raise PublishError(f"{target} changed since begin: {'; '.join(drift)}")
     columns = target_info.partition_columns
-    staged_partitions = ctx.catalog.partitions(staged.ref, columns)
+    staged_partitions = ctx.catalog.partitions(staging, columns)
     current = ctx.catalog.partitions(target, columns)
     switched: Switched = []
     started = time.monotonic()
@@ -81,7 +81,7 @@ def publish_partitions(
         ctx.after_publish(
             "user table properties", lambda: ctx.catalog.set_properties(target, dict(table.table_properties))
         )
-    ctx.after_publish("drop the staging metadata", lambda: ctx.catalog.drop(staged.ref))
+    ctx.after_publish("drop the staging metadata", lambda: ctx.catalog.drop(staging))
     old = [location for _, location in switched if location]
     ctx.after_publish(
         "remove superseded partitions",

@@ -11,6 +11,7 @@ from airflow_provider_ctas.catalogs.session_catalog.context import RunContext
 from airflow_provider_ctas.catalogs.session_catalog.plan import Plan, Publish
 from airflow_provider_ctas.catalogs.session_catalog.table import Mode
 from airflow_provider_ctas.core.errors import LeftoverError, PublishError, TargetExistsError
+from airflow_provider_ctas.core.identifiers import TableRef
 from airflow_provider_ctas.core.transaction import Outcome
 from airflow_provider_ctas.spark.errors import error_condition, first_line
 from airflow_provider_ctas.spark.protocol import PhaseReport
@@ -20,11 +21,11 @@ def publish_by_rename(
     ctx: RunContext,
     plan: Plan,
     target_info: TableInfo | None,
-    staged: TableInfo,
+    staging: TableRef,
     provenance: dict[str, str],
     report: PhaseReport,
 ) -> None:
-    staging, target = staged.ref, ctx.table.target
+    target = ctx.table.target
     ctx.catalog.set_properties(staging, provenance)  # carried over by the rename, atomically
     started = time.monotonic()
     try:

@@ -16,6 +16,7 @@ from airflow_provider_ctas.catalogs.session_catalog.publish.rename import publis
 from airflow_provider_ctas.catalogs.session_catalog.recovery import restore, settle_backup, unset_superseded
 from airflow_provider_ctas.core import markers
 from airflow_provider_ctas.core.errors import PublishError, UnsupportedTargetError
+from airflow_provider_ctas.core.identifiers import TableRef
 from airflow_provider_ctas.spark.errors import first_line
 from airflow_provider_ctas.spark.protocol import PhaseReport
 
@@ -24,15 +25,15 @@ def publish_by_swap(
     ctx: RunContext,
     plan: Plan,
     target_info: TableInfo | None,
-    staged: TableInfo,
+    staging: TableRef,
     provenance: dict[str, str],
     report: PhaseReport,
 ) -> None:
     if target_info is None:  # gone since begin: nothing to swap with
-        publish_by_rename(ctx, plan, target_info, staged, provenance, report)
+        publish_by_rename(ctx, plan, target_info, staging, provenance, report)
         return
     table = ctx.table
-    staging, target, backup = staged.ref, table.target, table.backup_table()
+    target, backup = table.target, table.backup_table()
     if target_info.table_type != "MANAGED":
         raise UnsupportedTargetError(f"{target} became a {target_info.table_type} table; not replacing it")
     ctx.catalog.set_properties(staging, provenance)
