@@ -23,6 +23,7 @@ from airflow_provider_ctas.catalogs.session_catalog.context import Progress, Run
 from airflow_provider_ctas.catalogs.session_catalog.plan import Plan, Publish
 from airflow_provider_ctas.catalogs.session_catalog.publish import PUBLISHERS
 from airflow_provider_ctas.catalogs.session_catalog.publish.fence import require_own_staging
+from airflow_provider_ctas.catalogs.session_catalog.publish.request import Publication
 from airflow_provider_ctas.catalogs.session_catalog.query import as_subquery
 from airflow_provider_ctas.catalogs.session_catalog.table import SessionCatalogTable
 from airflow_provider_ctas.core import markers
@@ -124,7 +125,8 @@ class SessionCatalogExecutor:
         if "row_count" in ctx.details:
             provenance[markers.ROW_COUNT] = str(ctx.details["row_count"])
         target_info = ctx.catalog.table_info(ctx.table.target)
-        PUBLISHERS[plan.mechanism or Publish.RENAME](ctx, plan, target_info, staging, provenance, report)
+        publication = Publication(plan, target_info, staging, provenance, report)
+        PUBLISHERS[plan.mechanism or Publish.RENAME](ctx, publication)
         if ctx.progress.published:
             ctx.progress.reached = Reached.COMMITTED
             ctx.fault("after_publish")

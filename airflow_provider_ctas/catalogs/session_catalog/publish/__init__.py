@@ -5,18 +5,15 @@ from __future__ import annotations
 
 from collections.abc import Callable
 
-from airflow_provider_ctas.catalogs.session_catalog.catalog import TableInfo
 from airflow_provider_ctas.catalogs.session_catalog.context import RunContext
-from airflow_provider_ctas.catalogs.session_catalog.plan import Plan, Publish
+from airflow_provider_ctas.catalogs.session_catalog.plan import Publish
 from airflow_provider_ctas.catalogs.session_catalog.publish.flip import publish_by_flip
 from airflow_provider_ctas.catalogs.session_catalog.publish.partitions import publish_partitions
 from airflow_provider_ctas.catalogs.session_catalog.publish.rename import publish_by_rename
+from airflow_provider_ctas.catalogs.session_catalog.publish.request import Publication
 from airflow_provider_ctas.catalogs.session_catalog.publish.swap import publish_by_swap
-from airflow_provider_ctas.core.identifiers import TableRef
-from airflow_provider_ctas.spark.protocol import PhaseReport
 
-Publisher = Callable[[RunContext, Plan, "TableInfo | None", TableRef, dict[str, str], PhaseReport], None]
-"""(context, plan, the target now, this try's staging table, provenance properties, report)."""
+Publisher = Callable[[RunContext, Publication], None]
 
 PUBLISHERS: dict[Publish, Publisher] = {
     Publish.RENAME: publish_by_rename,

@@ -10,23 +10,17 @@ import time
 
 from airflow_provider_ctas import __version__
 from airflow_provider_ctas.catalogs.session_catalog import retention
-from airflow_provider_ctas.catalogs.session_catalog.catalog import TableInfo, now_iso
+from airflow_provider_ctas.catalogs.session_catalog.catalog import now_iso
 from airflow_provider_ctas.catalogs.session_catalog.context import RunContext
-from airflow_provider_ctas.catalogs.session_catalog.plan import Plan, Publish, shape_differences
+from airflow_provider_ctas.catalogs.session_catalog.plan import Publish, shape_differences
 from airflow_provider_ctas.catalogs.session_catalog.publish.fence import revoked, still_own_staging
+from airflow_provider_ctas.catalogs.session_catalog.publish.request import Publication
 from airflow_provider_ctas.core.errors import PublishError
-from airflow_provider_ctas.core.identifiers import TableRef, sql_string_literal
-from airflow_provider_ctas.spark.protocol import PhaseReport
+from airflow_provider_ctas.core.identifiers import sql_string_literal
 
 
-def publish_by_flip(
-    ctx: RunContext,
-    plan: Plan,
-    target_info: TableInfo | None,
-    staging: TableRef,
-    provenance: dict[str, str],
-    report: PhaseReport,
-) -> None:
+def publish_by_flip(ctx: RunContext, pub: Publication) -> None:
+    plan, target_info, staging, provenance, report = pub.plan, pub.target_info, pub.staging, pub.provenance, pub.report
     table, target = ctx.table, ctx.table.target
     if target_info is None:
         raise PublishError(f"{target} disappeared since begin; the next try will create it")

@@ -8,14 +8,13 @@ from __future__ import annotations
 import time
 
 from airflow_provider_ctas.catalogs.session_catalog import retention
-from airflow_provider_ctas.catalogs.session_catalog.catalog import TableInfo
 from airflow_provider_ctas.catalogs.session_catalog.context import RunContext
-from airflow_provider_ctas.catalogs.session_catalog.plan import Plan, Publish, schema_drift
+from airflow_provider_ctas.catalogs.session_catalog.plan import Publish, schema_drift
 from airflow_provider_ctas.catalogs.session_catalog.publish.fence import revoked, still_own_staging
+from airflow_provider_ctas.catalogs.session_catalog.publish.request import Publication
 from airflow_provider_ctas.core.errors import FencedError, PublishError
-from airflow_provider_ctas.core.identifiers import TableRef, quote, sql_string_literal
+from airflow_provider_ctas.core.identifiers import quote, sql_string_literal
 from airflow_provider_ctas.spark.errors import first_line
-from airflow_provider_ctas.spark.protocol import PhaseReport
 
 Switched = list[tuple[tuple[str, ...], str | None]]
 """(partition values, the location it had before; None when it is new), in the order switched."""
@@ -26,14 +25,8 @@ def partition_clause(columns: list[str], values: tuple[str, ...]) -> str:
     return f"PARTITION ({pairs})"
 
 
-def publish_partitions(
-    ctx: RunContext,
-    plan: Plan,
-    target_info: TableInfo | None,
-    staging: TableRef,
-    provenance: dict[str, str],
-    report: PhaseReport,
-) -> None:
+def publish_partitions(ctx: RunContext, pub: Publication) -> None:
+    plan, target_info, staging, report = pub.plan, pub.target_info, pub.staging, pub.report
     table, target = ctx.table, ctx.table.target
     if target_info is None or target_info.table_type == "VIEW":
         raise PublishError(f"{target} disappeared since begin; the next try will create it")

@@ -6,25 +6,18 @@ from __future__ import annotations
 import time
 
 from airflow_provider_ctas.catalogs.session_catalog import ownership
-from airflow_provider_ctas.catalogs.session_catalog.catalog import TableInfo
 from airflow_provider_ctas.catalogs.session_catalog.context import RunContext
-from airflow_provider_ctas.catalogs.session_catalog.plan import Plan, Publish
+from airflow_provider_ctas.catalogs.session_catalog.plan import Publish
+from airflow_provider_ctas.catalogs.session_catalog.publish.request import Publication
 from airflow_provider_ctas.catalogs.session_catalog.table import Mode
 from airflow_provider_ctas.core.errors import LeftoverError, PublishError, TargetExistsError
-from airflow_provider_ctas.core.identifiers import TableRef
 from airflow_provider_ctas.core.transaction import Outcome
 from airflow_provider_ctas.spark.errors import error_condition, first_line
 from airflow_provider_ctas.spark.protocol import PhaseReport
 
 
-def publish_by_rename(
-    ctx: RunContext,
-    plan: Plan,
-    target_info: TableInfo | None,
-    staging: TableRef,
-    provenance: dict[str, str],
-    report: PhaseReport,
-) -> None:
+def publish_by_rename(ctx: RunContext, pub: Publication) -> None:
+    staging, provenance, report = pub.staging, pub.provenance, pub.report
     target = ctx.table.target
     ctx.catalog.set_properties(staging, provenance)  # carried over by the rename, atomically
     started = time.monotonic()

@@ -9,28 +9,21 @@ from __future__ import annotations
 
 import time
 
-from airflow_provider_ctas.catalogs.session_catalog.catalog import TableInfo, now_iso
+from airflow_provider_ctas.catalogs.session_catalog.catalog import now_iso
 from airflow_provider_ctas.catalogs.session_catalog.context import RunContext
-from airflow_provider_ctas.catalogs.session_catalog.plan import Plan, Publish
+from airflow_provider_ctas.catalogs.session_catalog.plan import Publish
 from airflow_provider_ctas.catalogs.session_catalog.publish.rename import publish_by_rename
+from airflow_provider_ctas.catalogs.session_catalog.publish.request import Publication
 from airflow_provider_ctas.catalogs.session_catalog.recovery import restore, settle_backup, unset_superseded
 from airflow_provider_ctas.core import markers
 from airflow_provider_ctas.core.errors import PublishError, UnsupportedTargetError
-from airflow_provider_ctas.core.identifiers import TableRef
 from airflow_provider_ctas.spark.errors import first_line
-from airflow_provider_ctas.spark.protocol import PhaseReport
 
 
-def publish_by_swap(
-    ctx: RunContext,
-    plan: Plan,
-    target_info: TableInfo | None,
-    staging: TableRef,
-    provenance: dict[str, str],
-    report: PhaseReport,
-) -> None:
+def publish_by_swap(ctx: RunContext, pub: Publication) -> None:
+    target_info, staging, provenance, report = pub.target_info, pub.staging, pub.provenance, pub.report
     if target_info is None:  # gone since begin: nothing to swap with
-        publish_by_rename(ctx, plan, target_info, staging, provenance, report)
+        publish_by_rename(ctx, pub)
         return
     table = ctx.table
     target, backup = table.target, table.backup_table()

@@ -1,0 +1,21 @@
+"""What every publish mechanism is handed."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from airflow_provider_ctas.catalogs.session_catalog.catalog import TableInfo
+from airflow_provider_ctas.catalogs.session_catalog.plan import Plan
+from airflow_provider_ctas.core.identifiers import TableRef
+from airflow_provider_ctas.spark.protocol import PhaseReport
+
+
+@dataclass(frozen=True)
+class Publication:
+    plan: Plan
+    target_info: TableInfo | None
+    """The target as commit found it, right before publishing (None: it does not exist)."""
+    staging: TableRef
+    """This try's staging table; the fence has just checked it still carries this try's markers."""
+    provenance: dict[str, str]
+    report: PhaseReport
