@@ -75,12 +75,7 @@ class ClassicEngine:
         iterator = partitions.iterator()
         while iterator.hasNext():
             partition = iterator.next()
-            spec: dict[str, str] = {}
-            entries = partition.spec().iterator()
-            while entries.hasNext():
-                entry = entries.next()
-                spec[str(entry._1()).lower()] = str(entry._2())
-            found[tuple(spec[c.lower()] for c in columns)] = str(partition.location().toString())
+            found[_values(partition, columns)] = str(partition.location().toString())
         return found
 
     def set_partition_locations(
@@ -98,12 +93,7 @@ class ClassicEngine:
         iterator = partitions.iterator()
         while iterator.hasNext():
             partition = iterator.next()
-            spec: dict[str, str] = {}
-            entries = partition.spec().iterator()
-            while entries.hasNext():
-                entry = entries.next()
-                spec[str(entry._1()).lower()] = str(entry._2())
-            location = locations.get(tuple(spec[c.lower()] for c in columns))
+            location = locations.get(_values(partition, columns))
             if location is None:
                 continue
             # Case-class copies with one field replaced, whatever the field count of this Spark version.
@@ -227,3 +217,13 @@ Engine = ClassicEngine | ConnectEngine
 
 def engine_for(spark: SparkSession) -> Engine:
     return ConnectEngine(spark) if is_connect(spark) else ClassicEngine(spark)
+
+
+def _values(partition: Any, columns: list[str]) -> tuple[str, ...]:
+    """A JVM CatalogTablePartition's values, in ``columns`` order (spec keys are lower-cased)."""
+    spec: dict[str, str] = {}
+    entries = partition.spec().iterator()
+    while entries.hasNext():
+        entry = entries.next()
+        spec[str(entry._1()).lower()] = str(entry._2())
+    return tuple(spec[c.lower()] for c in columns)
