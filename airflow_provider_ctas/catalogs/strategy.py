@@ -67,7 +67,6 @@ class Strategy:
     """The ``kind`` its serialized tables carry (``core.transaction.register_kind``)."""
     formats: frozenset[str]
     catalogs: frozenset[str]
-    modes: tuple[str, ...]
     validate: Callable[[RequestSpec], TwoPhaseTable]
     """Validate a request (names, mode, format, options) into the table; raises InvalidInputError."""
     check_options: Callable[[str, str, object], None]

@@ -19,7 +19,7 @@ from typing import TYPE_CHECKING, Any
 from airflow_provider_ctas.catalogs.session_catalog import recovery
 from airflow_provider_ctas.catalogs.session_catalog.begin import begin
 from airflow_provider_ctas.catalogs.session_catalog.catalog import CatalogClient, now_iso
-from airflow_provider_ctas.catalogs.session_catalog.context import Progress, RunContext
+from airflow_provider_ctas.catalogs.session_catalog.context import RunContext
 from airflow_provider_ctas.catalogs.session_catalog.plan import Plan, Publish
 from airflow_provider_ctas.catalogs.session_catalog.publish import PUBLISHERS
 from airflow_provider_ctas.catalogs.session_catalog.publish.fence import require_own_staging
@@ -45,10 +45,6 @@ class SessionCatalogExecutor:
         catalog = CatalogClient(spark, scratch_database=table.target.database)
         self.ctx = RunContext(spark, table, request, log, catalog)
         self.plan: Plan | None = None
-
-    @property
-    def progress(self) -> Progress:
-        return self.ctx.progress
 
     @property
     def published(self) -> bool:

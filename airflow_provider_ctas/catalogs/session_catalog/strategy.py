@@ -86,7 +86,6 @@ STRATEGY = Strategy(
     kind=SessionCatalogTable.kind,
     formats=FILE_FORMATS,
     catalogs=frozenset({SESSION_CATALOG}),
-    modes=tuple(m.value for m in Mode),
     validate=_validate,
     check_options=_check_options,
     driver=_driver,
