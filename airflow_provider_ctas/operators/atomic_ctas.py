@@ -25,9 +25,6 @@ from typing import TYPE_CHECKING, Any, ClassVar
 
 import pendulum
 from airflow.providers.apache.spark.hooks.spark_connect import SparkConnectHook
-from airflow.providers.common.compat.openlineage.utils.spark import (
-    inject_parent_job_information_into_spark_properties,
-)
 from airflow.providers.common.compat.sdk import AirflowException, BaseOperator
 from airflow.providers.common.compat.sdk import conf as conf_
 
@@ -220,6 +217,11 @@ class AtomicCtasOperator(CtasLineageMixin, BaseOperator):
                 )
             return SparkConnectRunner(conn_id=self.conn_id, conf=conf, log=self.log)
         if context is not None and self.openlineage_inject_parent_job_info:
+            # Imported here: it loads the OpenLineage listener (~1 s), a cost every DAG parse would pay.
+            from airflow.providers.common.compat.openlineage.utils.spark import (
+                inject_parent_job_information_into_spark_properties,
+            )
+
             conf = inject_parent_job_information_into_spark_properties(conf, context)
         return SparkSubmitRunner(conn_id=self.conn_id, conf=conf, submit_options=self.spark_submit_options)
 
