@@ -35,15 +35,46 @@ REPO = Path(__file__).resolve().parents[1]
 HERE = Path(__file__).resolve().parent
 DATABASE = "bench"
 APPROACHES = {
-    "plain": "(a) SparkSubmitOperator, plain CTAS (not atomic)",
-    "atomic_create": "(b) AtomicCtasOperator, mode=create",
-    "atomic_replace": "(b) AtomicCtasOperator, mode=replace (partitioned: swap)",
+    "plain": "(a) SparkSubmitOperator, plain CTAS partitioned by country (not atomic)",
+    "plain_flat": "(a') SparkSubmitOperator, plain CTAS unpartitioned (not atomic)",
+    "atomic_create": "(b) AtomicCtasOperator, mode=create (partitioned)",
+    "atomic_replace_flip": "(b) AtomicCtasOperator, mode=replace, same shape (unpartitioned): flip, the default",
+    "atomic_replace_swap": "(b) AtomicCtasOperator, mode=replace, partitioned: swap (opt-in, allow_swap)",
     "atomic_overwrite_partitions": "(b) AtomicCtasOperator, mode=overwrite_partitions",
     "staging_copy": "(c) staging table, then copy into the target",
-    "connect_create": "(b) over Spark Connect, mode=create",
-    "connect_replace": "(b) over Spark Connect, mode=replace (partitioned: swap)",
+    "connect_plain": "(a_c) plain CTAS over the same Spark Connect server, partitioned (not atomic)",
+    "connect_plain_flat": "(a_c') plain CTAS over the same Spark Connect server, unpartitioned (not atomic)",
+    "connect_create": "(b) over Spark Connect, mode=create (partitioned)",
+    "connect_replace_flip": "(b) over Spark Connect, mode=replace, same shape (unpartitioned): flip",
+    "connect_replace_swap": "(b) over Spark Connect, mode=replace, partitioned: swap (opt-in)",
     "connect_overwrite_partitions": "(b) over Spark Connect, mode=overwrite_partitions",
 }
+# Each approach is compared with the plain CTAS of the same query, shape and transport.
+BASELINE = {
+    "plain": "plain",
+    "plain_flat": "plain_flat",
+    "atomic_create": "plain",
+    "atomic_replace_flip": "plain_flat",
+    "atomic_replace_swap": "plain",
+    "atomic_overwrite_partitions": "plain",
+    "staging_copy": "plain",
+    "connect_plain": "connect_plain",
+    "connect_plain_flat": "connect_plain_flat",
+    "connect_create": "connect_plain",
+    "connect_replace_flip": "connect_plain_flat",
+    "connect_replace_swap": "connect_plain",
+    "connect_overwrite_partitions": "connect_plain",
+}
+# Targets that must exist before the timed runs (replacing an existing version), and the approach seeding them.
+REPLACING = {
+    "atomic_replace_flip": ("replaced_flat", "atomic_create_flat"),
+    "atomic_replace_swap": ("replaced", "atomic_create"),
+    "atomic_overwrite_partitions": ("events", "atomic_overwrite_partitions"),
+    "connect_replace_flip": ("replaced_flat", "connect_create_flat"),
+    "connect_replace_swap": ("replaced", "connect_create"),
+    "connect_overwrite_partitions": ("events", "connect_overwrite_partitions"),
+}
+PHASES = ("begin", "prepare", "commit", "statement")
 CONNECT_CONN_ID = "spark_connect_bench"
 DRIVER_MEMORY = "4g"  # every approach's driver (local[2]: the executors run inside it)
 SELECT = """\
@@ -190,19 +221,14 @@ def measure_sizes(args: argparse.Namespace, root: Path, env: dict[str, str], con
         if connect:
             reset_connect_tables(env, prefix)
         # Untimed seeds: replace and overwrite_partitions measure replacing an existing version.
-        for world in ("atomic", "connect"):
-            if f"{world}_replace" in args.approaches:
-                run_one(root, env, f"{world}_create", f"{DATABASE}.{prefix}replaced", sql_file)
-            if f"{world}_overwrite_partitions" in args.approaches:
-                run_one(root, env, f"{world}_overwrite_partitions", f"{DATABASE}.{prefix}events", sql_file)
+        for approach in args.approaches:
+            if approach in REPLACING:
+                name, seeder = REPLACING[approach]
+                run_one(root, env, seeder, f"{DATABASE}.{prefix}{name}", sql_file)
         for repeat in range(args.repeats):
             for approach in args.approaches:
-                target = {
-                    "atomic_replace": f"{DATABASE}.{prefix}replaced",
-                    "atomic_overwrite_partitions": f"{DATABASE}.{prefix}events",
-                    "connect_replace": f"{DATABASE}.{prefix}replaced",
-                    "connect_overwrite_partitions": f"{DATABASE}.{prefix}events",
-                }.get(approach, f"{DATABASE}.{prefix}{approach}_{repeat}")
+                name = REPLACING[approach][0] if approach in REPLACING else f"{approach}_{repeat}"
+                target = f"{DATABASE}.{prefix}{name}"
                 result = run_one(root, env, approach, target, sql_file)
                 result.update(size=rows, approach=approach, repeat=repeat)
                 runs.append(result)
@@ -230,33 +256,44 @@ def memory_gib() -> float:
 
 def summarize(data: dict[str, Any]) -> list[dict[str, Any]]:
     rows = []
-    sizes = sorted({run["size"] for run in data["runs"]})
-    for size in sizes:
+    for size in sorted({run["size"] for run in data["runs"]}):
         by_approach = {
             approach: [run for run in data["runs"] if run["size"] == size and run["approach"] == approach]
             for approach in APPROACHES
         }
-        base = by_approach.get("plain") or []
-        base_wall = statistics.median(r["wall_seconds"] for r in base) if base else None
-        base_bytes = statistics.median(r["bytes"] for r in base) if base else None
-        base_rss = statistics.median(r["peak_rss_mb"] for r in base) if base else None
         for approach, runs in by_approach.items():
             if not runs:
                 continue
-            wall = statistics.median(r["wall_seconds"] for r in runs)
+            base = by_approach.get(BASELINE[approach]) or []
+            base_wall = statistics.median(r["wall_seconds"] for r in base) if base else None
+            base_bytes = statistics.median(r["bytes"] for r in base) if base else None
+            base_rss = statistics.median(r["peak_rss_mb"] for r in base) if base else None
+            walls = [r["wall_seconds"] for r in runs]
+            wall = statistics.median(walls)
             written = statistics.median(r["bytes"] for r in runs)
             rss = statistics.median(r["peak_rss_mb"] for r in runs)
             publishes = [r["publish_seconds"] for r in runs if r.get("publish_seconds") is not None]
             children = [r["child_peak_rss_mb"] for r in runs if "child_peak_rss_mb" in r]
+            phases = {
+                phase: statistics.median(values)
+                for phase in PHASES
+                if (values := [r["phases"][phase] for r in runs if phase in r.get("phases", {})])
+            }
             rows.append(
                 {
                     "size": size,
                     "approach": approach,
+                    "runs": len(runs),
+                    "session": runs[0].get("session", data.get("date", "")),
                     "wall": wall,
                     "ratio": wall / base_wall if base_wall else None,
+                    "ratio_min": min(walls) / base_wall if base_wall else None,
+                    "ratio_max": max(walls) / base_wall if base_wall else None,
+                    "overhead": wall - base_wall if base_wall else None,
                     "bytes": written,
                     "bytes_ratio": written / base_bytes if base_bytes else None,
                     "publish": statistics.median(publishes) if publishes else None,
+                    "phases": phases,
                     "rss": rss,
                     "rss_delta": rss - base_rss if base_rss is not None else None,
                     "child_rss": statistics.median(children) if children else None,
@@ -271,7 +308,7 @@ def fmt(value: float | None, spec: str) -> str:
     return "n/a" if value is None else format(value, spec)
 
 
-def write_report(data: dict[str, Any], rows: list[dict[str, Any]], out: Path, plot: Path) -> None:
+def render_report(data: dict[str, Any], rows: list[dict[str, Any]], plot_name: str) -> str:
     lines = [
         "# Benchmarks: what atomicity costs",
         "",
@@ -284,64 +321,112 @@ def write_report(data: dict[str, Any], rows: list[dict[str, Any]], out: Path, pl
         "  wall time. Bytes are read from the warehouse's files (plus staging a run wrote and deleted).",
         "  RSS is the peak of the Airflow task process (the Spark JVM is its child, not counted); the",
         "  largest child is the peak RSS of the biggest process the task started and reaped (the Spark",
-        "  JVM of a spark-submit): with the task's own, what the worker hosts. Over Connect the only child",
-        "  is a short `file` command that Python's `platform.architecture()` forks from the task process",
-        "  (seen with `strace -f -e trace=execve`); a fork shares the task's pages, so that figure repeats",
-        "  part of the task's RSS and is no extra memory.",
-        "- The Spark Connect rows run against a Connect server (local[2], its own embedded Derby metastore)",
-        "  started once before the runs and kept up, as a Connect deployment is: they pay no JVM start,",
-        "  so their ratio to (a) is below 1. Their task process hosts no JVM and submits nothing.",
+        "  JVM of a spark-submit): with the task's own, what the worker hosts.",
+        "- Like against like: every row is divided by the plain CTAS of the same query with the same",
+        "  shape over the same transport (its baseline: (a) partitioned or (a') unpartitioned over",
+        "  spark-submit; (a_c) or (a_c') sent from the task process over the same Spark Connect server,",
+        "  which is started once and kept up, as a Connect deployment is). `replace` of a same-shape table",
+        "  (the flip, the default) needs an unpartitioned target, so it and (a') are unpartitioned; the",
+        "  swap (opt-in, for a shape change) is measured partitioned.",
+        "- 'vs baseline' is the median wall over the baseline's median, with the spread (min-max of the",
+        "  runs over the same median); 'Δ wall' is the difference of the medians, the fixed overhead.",
         "",
-        f"![ratio and publish time vs size]({plot.name})",
+        f"![ratio and publish time vs size]({plot_name})",
         "",
-        "| rows | approach | median wall | vs (a) | bytes written | vs (a) | publish | peak RSS (task) | Δ RSS vs (a) | largest child | spark-submits |",  # noqa: E501
-        "|---:|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|",
+        "| rows | approach | runs | median wall | vs baseline (min-max) | Δ wall | bytes written | vs baseline | publish | peak RSS (task) | Δ RSS | largest child | spark-submits |",  # noqa: E501
+        "|---:|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|",
     ]
     for row in rows:
         publish = fmt(row["publish"], ".3f") + " s" if row["publish"] is not None else "n/a"
         if row["mechanism"]:
             publish += f" ({row['mechanism']})"
         child = "not recorded" if row["child_rss"] is None else f"{row['child_rss']:.0f} MB"
+        spread = (
+            f"{fmt(row['ratio'], '.3f')} ({fmt(row['ratio_min'], '.2f')}-{fmt(row['ratio_max'], '.2f')})"
+            if row["ratio"] is not None
+            else "n/a"
+        )
         lines.append(
-            f"| {size_label(row['size'])} | {APPROACHES[row['approach']]} | {row['wall']:.1f} s | "
-            f"{fmt(row['ratio'], '.3f')} | "
+            f"| {size_label(row['size'])} | {APPROACHES[row['approach']]} | {row['runs']} | {row['wall']:.1f} s | "
+            f"{spread} | {fmt(row['overhead'], '+.2f')} s | "
             f"{row['bytes'] / 1e6:.1f} MB | {fmt(row['bytes_ratio'], '.4f')} | {publish} | {row['rss']:.0f} MB | "
             f"{fmt(row['rss_delta'], '+.0f')} MB | {child} | {row['spark_submits']} |"
         )
+    lines += [
+        "",
+        "## Where the time goes, phase by phase",
+        "",
+        "Medians per phase as the driver timed them (XCom `details.phases`): `begin` (catalog checks,",
+        "staging table), `prepare` (the query written into staging; the plain CTAS's `statement` is the",
+        "same work without the atomicity), `commit` (fence, publish, provenance, clean-up; for a",
+        "spark-submit run it includes the task's commit decision). Everything else in the wall time",
+        "(JVM and SparkSession start, Airflow's task start and end) is paid by the baseline as well.",
+        "",
+        "| rows | approach | begin | prepare or statement | commit | begin + commit + (prepare - baseline statement) |",
+        "|---:|---|---:|---:|---:|---:|",
+    ]
+    statements = {
+        (row["size"], row["approach"]): row["phases"].get("statement") for row in rows if "statement" in row["phases"]
+    }
+    for row in rows:
+        phases = row["phases"]
+        if not phases:
+            continue
+        work = phases.get("prepare", phases.get("statement"))
+        base_statement = statements.get((row["size"], BASELINE[row["approach"]]))
+        overhead = (
+            phases["begin"] + phases["commit"] + phases["prepare"] - base_statement
+            if {"begin", "prepare", "commit"} <= phases.keys() and base_statement is not None
+            else None
+        )
+        lines.append(
+            f"| {size_label(row['size'])} | {APPROACHES[row['approach']]} | {fmt(phases.get('begin'), '.2f')} s | "
+            f"{fmt(work, '.2f')} s | {fmt(phases.get('commit'), '.2f')} s | {fmt(overhead, '+.2f')} s |"
+        )
     lines += ["", "Raw runs (seconds, bytes, MB):", "", "```json", json.dumps(data["runs"], indent=1), "```", ""]
-    out.write_text("\n".join(lines))
-    plot_results(rows, plot)
+    return "\n".join(lines)
 
 
 def plot_results(rows: list[dict[str, Any]], plot: Path) -> None:
+    """Markers with min-max bars; a line joins only points of one session (one run of the harness)."""
     import matplotlib
 
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
 
-    figure, (left, right) = plt.subplots(1, 2, figsize=(11, 4.2))
-    for approach, title in APPROACHES.items():
+    figure, (left, right) = plt.subplots(1, 2, figsize=(13, 6.5))
+    for index, (approach, title) in enumerate(APPROACHES.items()):
         mine = [r for r in rows if r["approach"] == approach]
-        if not mine or approach == "plain":
+        if not mine or BASELINE[approach] == approach:
             continue
-        sizes = [r["size"] for r in mine]
-        left.plot(sizes, [r["ratio"] for r in mine], marker="o", label=title)
-        published = [r for r in mine if r["publish"] is not None]
-        if published:
-            right.plot([r["size"] for r in published], [r["publish"] for r in published], marker="o", label=title)
+        color = f"C{index % 10}"
+        for number, session in enumerate(sorted({r["session"] for r in mine})):
+            points = [r for r in mine if r["session"] == session and r["ratio"] is not None]
+            if points:
+                sizes = [r["size"] for r in points]
+                ratios = [r["ratio"] for r in points]
+                spread = [[r["ratio"] - r["ratio_min"] for r in points], [r["ratio_max"] - r["ratio"] for r in points]]
+                style = {"color": color, "marker": "o", "linestyle": "-" if len(points) > 1 else "none"}
+                label = title if number == 0 else None
+                left.errorbar(sizes, ratios, yerr=spread, capsize=3, label=label, **style)
+            published = [r for r in mine if r["session"] == session and r["publish"] is not None]
+            if published:
+                style = {"color": color, "marker": "o", "linestyle": "-" if len(published) > 1 else "none"}
+                label = title if number == 0 else None
+                right.plot([r["size"] for r in published], [r["publish"] for r in published], label=label, **style)
     for axis in (left, right):
         axis.set_xscale("log")
         axis.set_xlabel("rows")
         axis.grid(True, alpha=0.3)
+        axis.legend(fontsize=7, loc="upper center", bbox_to_anchor=(0.5, -0.14), ncol=1, frameon=False)
     left.axhline(1.0, color="grey", linewidth=1)
-    left.set_ylabel("median wall time / plain CTAS (a)")
-    left.set_title("Cost relative to a plain CTAS")
+    left.set_ylabel("median wall time / its plain baseline (bars: min-max)")
+    left.set_title("Cost relative to a plain CTAS of the same shape and transport")
     right.set_yscale("log")  # (c)'s copy grows to minutes; (b)'s sub-second steps must stay readable
     right.set_ylabel("publish step (s, log scale)")
     right.set_title("Publish time vs data size")
-    left.legend(fontsize=7)
     figure.tight_layout()
-    figure.savefig(plot, dpi=110)
+    figure.savefig(plot, dpi=110, bbox_inches="tight")
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -352,12 +437,16 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--root", type=Path, default=REPO / ".ctas-local" / "bench")
     parser.add_argument("--out", type=Path, default=REPO / "docs" / "benchmarks.md")
     parser.add_argument("--plot", type=Path, default=REPO / "docs" / "benchmarks.png")
+    parser.add_argument("--no-plot", action="store_true", help="skip the plot (no matplotlib needed): CI's smoke run")
     parser.add_argument("--from-json", type=Path, nargs="+", help="re-render the report from saved runs (merged)")
     args = parser.parse_args(argv)
     saved = [json.loads(path.read_text()) for path in args.from_json] if args.from_json else [measure(args)]
     data = merge(saved)
-    write_report(data, summarize(data), args.out, args.plot)
-    print(f"wrote {args.out} and {args.plot}")
+    rows = summarize(data)
+    args.out.write_text(render_report(data, rows, args.plot.name))
+    if not args.no_plot:
+        plot_results(rows, args.plot)
+    print(f"wrote {args.out}" + ("" if args.no_plot else f" and {args.plot}"))
     return 0
 
 
@@ -378,7 +467,7 @@ def merge(saved: list[dict[str, Any]]) -> dict[str, Any]:
             f"{d['repeats']} repeat(s) per approach and size, interleaved"
             for d in saved
         ],
-        "runs": [run for d in saved for run in d["runs"]],
+        "runs": [{"session": d["date"], **run} for d in saved for run in d["runs"]],
     }
 
 

@@ -21,11 +21,13 @@ from typing import Any
 
 APPS = Path(__file__).resolve().parent / "apps"
 CONF = {"spark.log.level": "WARN", "spark.ui.showConsoleProgress": "false"}
+CONNECT_CONN_ID = "spark_connect_bench"
 DAG = """\
 import json
 import pendulum
 from airflow.sdk import DAG
 from airflow.providers.apache.spark.operators.spark_submit import SparkSubmitOperator
+from airflow.providers.standard.operators.python import PythonOperator
 from airflow_provider_ctas.operators import AtomicCtasOperator
 
 with DAG({dag_id!r}, schedule=None, start_date=pendulum.datetime(2024, 1, 1, tz="UTC"), catchup=False) as dag:
@@ -33,20 +35,34 @@ with DAG({dag_id!r}, schedule=None, start_date=pendulum.datetime(2024, 1, 1, tz=
 """
 
 
+def partition_column(approach: str) -> str:
+    """The flip needs an unpartitioned target, so it and its baselines run unpartitioned ("-")."""
+    return "-" if approach.endswith(("_flat", "_flip")) else "country"
+
+
 def operator_source(approach: str, target: str, sql_file: str, result_file: str) -> str:
     conf = {**CONF, "spark.pyspark.python": sys.executable, "spark.pyspark.driver.python": sys.executable}
-    if approach == "plain":
-        args = [target, "country", sql_file]
+    column = partition_column(approach)
+    if approach in ("plain", "plain_flat"):
+        args = [target, column, sql_file, result_file]
         return f"SparkSubmitOperator(task_id='ctas', application={str(APPS / 'plain_ctas.py')!r}, application_args={args!r}, conf={conf!r})"  # noqa: E501
+    if approach in ("connect_plain", "connect_plain_flat"):
+        args = [CONNECT_CONN_ID, target, column, sql_file, result_file]
+        return (
+            f"__import__('sys').path.insert(0, {str(APPS)!r})\n"
+            f"    PythonOperator(task_id='ctas', python_callable=__import__('connect_plain').run, op_args={args!r})"
+        )
     if approach == "staging_copy":
-        args = [target, "country", sql_file, result_file]
+        args = [target, column, sql_file, result_file]
         return f"SparkSubmitOperator(task_id='ctas', application={str(APPS / 'staging_copy.py')!r}, application_args={args!r}, conf={conf!r})"  # noqa: E501
     mode = approach.removeprefix("atomic_").removeprefix("connect_")
     sql = Path(sql_file).read_text()
-    connection = "spark_connect_bench" if approach.startswith("connect_") else "spark_default"
+    connection = CONNECT_CONN_ID if approach.startswith("connect_") else "spark_default"
     return (
-        f"AtomicCtasOperator(task_id='ctas', target_table={target!r}, sql={sql!r}, mode={mode!r}, "
-        f"partition_by=['country'], allow_swap={mode == 'replace'}, conn_id={connection!r})"
+        f"AtomicCtasOperator(task_id='ctas', target_table={target!r}, sql={sql!r}, "
+        f"mode={mode.split('_')[0] if mode.startswith(('create', 'replace')) else mode!r}, "
+        f"partition_by={[] if column == '-' else [column]!r}, allow_swap={mode == 'replace_swap'}, "
+        f"conn_id={connection!r})"
     )
 
 
@@ -71,7 +87,7 @@ def main() -> int:
         "peak_rss_mb": resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024,
         "child_peak_rss_mb": resource.getrusage(resource.RUSAGE_CHILDREN).ru_maxrss / 1024,
     }
-    if approach.startswith(("atomic_", "connect_")):
+    if approach.startswith(("atomic_", "connect_")) and "plain" not in approach:
         from airflow.models.xcom import XComModel
         from airflow.utils.session import create_session
 
@@ -80,13 +96,17 @@ def main() -> int:
         with create_session() as session:
             row = session.scalars(XComModel.get_many(run_id=dag_run.run_id, key=XCOM_KEY, dag_ids=dag_id)).first()
             txn = XComModel.deserialize_value(row) if row is not None else {}
-        publish = txn.get("details", {}).get("publish", {})
+        details = txn.get("details", {})
+        publish = details.get("publish", {})
         result["publish_seconds"] = publish.get("seconds")
         result["publish_mechanism"] = publish.get("mechanism")
+        result["phases"] = {report["phase"]: report["seconds"] for report in details.get("phases", [])}
     elif approach == "staging_copy" and Path(result_file).exists():
         copied = json.loads(Path(result_file).read_text())
         result["publish_seconds"] = copied["copy_seconds"]
         result["deleted_bytes"] = copied["staging_bytes"]
+    elif Path(result_file).exists():  # a plain CTAS: its statement's own time
+        result["phases"] = {"statement": json.loads(Path(result_file).read_text())["statement_seconds"]}
     Path(result_file).write_text(json.dumps(result))
     return 0 if result["state"] == "success" else 1
 

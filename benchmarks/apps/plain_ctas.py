@@ -1,15 +1,23 @@
 """Baseline (a): the CTAS a user runs today with ``SparkSubmitOperator``; not atomic.
 
-spark-submit plain_ctas.py <target> <partition column> <file with the SELECT>
+spark-submit plain_ctas.py <target> <partition column, or - for none> <file with the SELECT> <result json>
+
+The result file records the CTAS statement's own time, to set against the atomic run's phases.
 """
 
+import json
 import sys
+import time
 
 from pyspark.sql import SparkSession
 
-target, partition_column, sql_file = sys.argv[1:4]
+target, partition_column, sql_file, result_file = sys.argv[1:5]
 spark = SparkSession.builder.enableHiveSupport().getOrCreate()
 with open(sql_file) as handle:
     select = handle.read()
-spark.sql(f"CREATE TABLE {target} USING parquet PARTITIONED BY ({partition_column}) AS {select}")
+partitioned = f" PARTITIONED BY ({partition_column})" if partition_column != "-" else ""
+started = time.monotonic()
+spark.sql(f"CREATE TABLE {target} USING parquet{partitioned} AS {select}")
+with open(result_file, "w") as handle:
+    json.dump({"statement_seconds": time.monotonic() - started}, handle)
 spark.stop()

@@ -14,7 +14,7 @@ from tests.support.catalog import count, fresh, leftovers, location, properties,
 from tests.support.dags import make_dag, run_dag, state_store_value, xcom_value
 from tests.support.faults import Reader
 from tests.support.fixtures import CONNECT_CONN_ID
-from tests.support.processes import kill_spark_driver, wait_for_line
+from tests.support.processes import wait_for_line
 
 pytestmark = pytest.mark.integration
 
@@ -122,30 +122,6 @@ def test_retry_after_failure_past_the_write_needs_no_cleanup(stack, spark, datab
     states = [(entry["try_number"], entry["state"]) for entry in durable["history"]]
     # The fault fires inside prepare, after the INSERT: try 1 never reached 'prepared'.
     assert states == [(1, "begun"), (1, "aborted"), (2, "begun"), (2, "prepared"), (2, "committed")]
-
-
-def test_retry_after_driver_killed_past_the_write(stack, spark, database, monkeypatch, tmp_path):
-    """SIGKILL of the driver: no shutdown hook, no in-driver abort; the retry callback and try 2 clean up."""
-    target = f"{database}.killed"
-    progress = tmp_path / "progress"
-    monkeypatch.setenv(
-        "AIRFLOW_CTAS_FAULTS",
-        json.dumps({"progress_file": str(progress), "after_prepare": {"sleep": 120, "only_try": 1}}),
-    )
-    dag = make_dag("retry_after_kill", retries=1, target_table=target, sql=ORDERS_SQL.format(n=700))
-
-    def killer() -> None:
-        wait_for_line(progress, "after_prepare try=1", timeout=180)
-        kill_spark_driver(f"{database}.killed try 1")
-
-    thread = threading.Thread(target=killer, daemon=True)
-    thread.start()
-    run = run_dag(dag)
-    thread.join(timeout=5)
-
-    assert run.task_state == "success" and run.try_number == 2
-    assert count(spark, target) == 700
-    assert leftovers(spark, database) == []
 
 
 def test_create_on_foreign_table_fails_before_any_spark_job(stack, spark, database):

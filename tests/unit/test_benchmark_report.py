@@ -56,3 +56,41 @@ def test_ratio_is_to_the_plain_median_of_the_same_size():
     assert rows[(10**7, "atomic_create")]["publish"] == pytest.approx(0.5)
     assert rows[(10**7, "atomic_create")]["child_rss"] == pytest.approx(900.0)
     assert rows[(10**6, "atomic_create")]["child_rss"] is None  # runs from before it was recorded
+
+
+def test_each_approach_is_divided_by_the_plain_ctas_of_its_own_shape_and_transport():
+    runs = [
+        run(10**6, "plain", 20.0),
+        run(10**6, "plain_flat", 10.0),
+        run(10**6, "atomic_replace_flip", 11.0),
+        run(10**6, "atomic_replace_flip", 13.0),
+        run(10**6, "atomic_replace_swap", 30.0),
+        run(10**6, "connect_plain", 5.0),
+        run(10**6, "connect_create", 6.0),
+    ]
+    rows = {r["approach"]: r for r in bench.summarize(bench.merge([session("m", "d", runs)]))}
+    flip = rows["atomic_replace_flip"]
+    assert (flip["ratio"], flip["ratio_min"], flip["ratio_max"]) == pytest.approx((1.2, 1.1, 1.3))
+    assert flip["overhead"] == pytest.approx(2.0)
+    assert rows["atomic_replace_swap"]["ratio"] == pytest.approx(1.5)
+    assert rows["connect_create"]["ratio"] == pytest.approx(1.2)
+    assert set(bench.BASELINE) == set(bench.APPROACHES)
+
+
+def test_phase_breakdown_sets_prepare_against_the_baseline_statement():
+    runs = [
+        run(10**6, "plain", 20.0, phases={"statement": 8.0}),
+        run(10**6, "atomic_create", 21.0, phases={"begin": 0.3, "prepare": 8.4, "commit": 0.5}),
+    ]
+    data = bench.merge([session("m", "d", runs)])
+    rows = bench.summarize(data)
+    assert {r["approach"]: r["phases"] for r in rows}["atomic_create"] == {"begin": 0.3, "prepare": 8.4, "commit": 0.5}
+    report = bench.render_report(data, rows, "plot.png")
+    line = next(x for x in report.splitlines() if "mode=create" in x and "+1.20 s" in x)
+    assert "0.30 s | 8.40 s | 0.50 s" in line
+
+
+def test_every_run_keeps_its_session_so_lines_never_join_two_sessions():
+    data = bench.merge([session("m", "d1", [run(10**6, "plain", 1.0)]), session("m", "d2", [run(10**7, "plain", 2.0)])])
+    assert [r["session"] for r in data["runs"]] == ["d1", "d2"]
+    assert {r["session"] for r in bench.summarize(data)} == {"d1", "d2"}
