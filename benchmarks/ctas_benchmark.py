@@ -75,6 +75,7 @@ REPLACING = {
     "connect_overwrite_partitions": ("events", "connect_overwrite_partitions"),
 }
 PHASES = ("begin", "prepare", "commit", "statement")
+BACKFILL_SECTION = "\n## Backfill throughput\n"
 CONNECT_CONN_ID = "spark_connect_bench"
 DRIVER_MEMORY = "4g"  # every approach's driver (local[2]: the executors run inside it)
 SELECT = """\
@@ -443,7 +444,10 @@ def main(argv: list[str] | None = None) -> int:
     saved = [json.loads(path.read_text()) for path in args.from_json] if args.from_json else [measure(args)]
     data = merge(saved)
     rows = summarize(data)
-    args.out.write_text(render_report(data, rows, args.plot.name))
+    kept = ""  # the backfill section (benchmarks/backfill_throughput.py) survives a re-run of this one
+    if args.out.exists() and BACKFILL_SECTION in (text := args.out.read_text()):
+        kept = BACKFILL_SECTION + text.split(BACKFILL_SECTION, 1)[1]
+    args.out.write_text(render_report(data, rows, args.plot.name) + kept)
     if not args.no_plot:
         plot_results(rows, args.plot)
     print(f"wrote {args.out}" + ("" if args.no_plot else f" and {args.plot}"))

@@ -1,9 +1,19 @@
 #!/usr/bin/env bash
 # Set up (with the benchmark's plotting dependency), then run the side-by-side benchmark.
 # Arguments go to ctas_benchmark.py; without any it runs 1e6, 1e7 and 1e8 rows, 3 repeats.
+# With --backfill first, the rest go to backfill_throughput.py (the realistic stack; starts
+# PostgreSQL like the tests do).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 bash scripts/setup.sh
 UV_PYTHON_DOWNLOADS=never python3 -m uv sync --frozen --python python3.11 --quiet --group bench
 export PATH="$PWD/.venv/bin:$PATH"
-exec python benchmarks/ctas_benchmark.py "$@"
+if [ "${1:-}" = --backfill ]; then
+  shift
+  if [ "$(bash scripts/postgres.sh start)" = started ]; then
+    trap 'bash scripts/postgres.sh stop >/dev/null' EXIT
+  fi
+  python benchmarks/backfill_throughput.py "$@"
+else
+  exec python benchmarks/ctas_benchmark.py "$@"
+fi
