@@ -41,6 +41,8 @@ class Reader:
         self.spark, self.target, self.interval, self.where, self.tail = spark, target, interval, where, tail
         # (started, finished, value) per read: a read spans time, so windows are bounded by both.
         self.seen: list[tuple[float, float, Any]] = []
+        # First line of each read error classified "unavailable", so a failure can say what it was.
+        self.unavailable: list[str] = []
         self._stop = threading.Event()
         self._thread = threading.Thread(target=self._run, daemon=True)
 
@@ -51,6 +53,8 @@ class Reader:
                 value: Any = count(self.spark, self.target, self.where)
             except Exception as exc:
                 value = classify_read_error(exc)
+                if value == "unavailable":
+                    self.unavailable.append(str(exc).strip().splitlines()[0][:300])
             self.seen.append((started, time.monotonic(), value))
             time.sleep(self.interval)
 
