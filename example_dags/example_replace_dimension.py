@@ -1,7 +1,9 @@
 """Rebuild a dimension table every day; readers keep the old version until the new one is complete.
 
-Same columns every day, so each run publishes with a single location flip (no window). Runs on the
-embedded default like example_atomic_ctas.
+Same columns every day, so each run publishes with a single location flip (no window). The checks
+audit the new version before it is published (write-audit-publish): if one fails, readers keep
+yesterday's table and the task fails with AUDIT_FAILED. Runs on the embedded default like
+example_atomic_ctas.
 """
 
 from __future__ import annotations
@@ -10,6 +12,7 @@ import pendulum
 from airflow.providers.apache.spark.operators.spark_sql import SparkSqlOperator
 from airflow.sdk import DAG
 
+from airflow_provider_ctas.checks import AcceptedValues, NotNull, RowCount, RowCountChange, SqlCheck, Unique
 from airflow_provider_ctas.operators import AtomicCtasOperator
 
 with DAG(
@@ -35,6 +38,17 @@ with DAG(
             FROM range(97)
         """,
         table_properties={"team": "data-eng", "refreshed_for": "{{ ds }}"},
+        checks=[
+            RowCount(min=1),
+            NotNull("customer_id", "name"),
+            Unique("customer_id"),
+            AcceptedValues(column="tier", values=["bronze", "silver", "gold"]),
+            RowCountChange(min_ratio=0.9),  # no more than 10 % of customers lost since the published version
+            SqlCheck(
+                name="no customer disappears",
+                sql="SELECT customer_id FROM {{ published }} EXCEPT SELECT customer_id FROM {{ staged }}",
+            ),
+        ],
         retries=2,
     )
 

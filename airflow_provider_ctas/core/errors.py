@@ -99,6 +99,14 @@ def deterministic_condition(condition: str, message: str) -> str | None:
     return None
 
 
+class AuditFailedError(CtasError):
+    """A check on the staged version failed; nothing was published. Not retried unless the task asks
+    for it (``retry_on_failed_checks``): the same data fails the same checks again."""
+
+    code = "AUDIT_FAILED"
+    retryable = False
+
+
 class UnsupportedTargetError(CtasError):
     """The existing target is of a kind this strategy must not touch (a view, an external table)."""
 
@@ -158,6 +166,7 @@ _BY_CODE: dict[str, type[CtasError]] = {
         DatabaseNotFoundError,
         QueryError,
         QueryFailedError,
+        AuditFailedError,
         UnsupportedTargetError,
         FencedError,
         PublishError,

@@ -30,6 +30,7 @@ PROVIDER_VERSION = PROVIDER_PROPERTY_PREFIX + "provider_version"
 CREATED_AT = PROVIDER_PROPERTY_PREFIX + "created_at"
 PUBLISHED_AT = PROVIDER_PROPERTY_PREFIX + "published_at"
 ROW_COUNT = PROVIDER_PROPERTY_PREFIX + "row_count"
+CHECKS = PROVIDER_PROPERTY_PREFIX + "checks"
 # Set on a target just before this transaction moves it aside during a swap.
 SUPERSEDED_BY = PROVIDER_PROPERTY_PREFIX + "superseded_by"
 SUPERSEDED_TARGET = PROVIDER_PROPERTY_PREFIX + "superseded_target"

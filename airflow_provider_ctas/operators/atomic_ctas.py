@@ -29,7 +29,8 @@ from airflow.providers.common.compat.sdk import AirflowException, BaseOperator
 from airflow.providers.common.compat.sdk import conf as conf_
 
 from airflow_provider_ctas.catalogs import create_two_phase_table, strategy_for
-from airflow_provider_ctas.core.errors import CtasError, InvalidInputError, error_from_code
+from airflow_provider_ctas.core.checks import PLACEHOLDERS, Check, validate_checks
+from airflow_provider_ctas.core.errors import CtasError, InvalidInputError
 from airflow_provider_ctas.core.identifiers import (
     validate_columns,
     validate_table_properties,
@@ -42,7 +43,14 @@ from airflow_provider_ctas.core.transaction import (
     TxnState,
 )
 from airflow_provider_ctas.operators.lineage import CtasLineageMixin
-from airflow_provider_ctas.operators.state import durable_table, persist, raise_for_airflow, summary, xcom_table
+from airflow_provider_ctas.operators.state import (
+    durable_table,
+    persist,
+    raise_for_airflow,
+    run_failure,
+    summary,
+    xcom_table,
+)
 from airflow_provider_ctas.runners.coordinator import CommitCoordinator
 from airflow_provider_ctas.runners.spark_connect import SparkConnectRunner
 from airflow_provider_ctas.runners.spark_submit import (
@@ -50,7 +58,7 @@ from airflow_provider_ctas.runners.spark_submit import (
     faults_from_environment,
     validate_submit_options,
 )
-from airflow_provider_ctas.spark.protocol import ABORT_PHASES, RUN_PHASES, PhaseRequest, PhaseResult
+from airflow_provider_ctas.spark.protocol import ABORT_PHASES, PhaseRequest, PhaseResult, run_phases_for
 
 if TYPE_CHECKING:
     from airflow.sdk import Context
@@ -127,6 +135,12 @@ class AtomicCtasOperator(CtasLineageMixin, BaseOperator):
         location, a switched partition) stays on storage after the publish, so that readers whose
         session listed its files before the switch keep reading it instead of failing; the next
         publish over the same data, or GC, deletes it afterwards. ``0`` deletes it at once.
+    :param checks: assertions on the staged version, evaluated after it is written and before it is
+        published (``airflow_provider_ctas.checks``: ``RowCount``, ``NotNull``, ``Unique``,
+        ``AcceptedValues``, ``RowCountChange``, ``SqlCheck``, or their dict form); templated. A
+        failed check publishes nothing and fails the task with ``AUDIT_FAILED``.
+    :param retry_on_failed_checks: retry the task when a check fails (default: fail at once, since
+        the same data fails the same checks again; set it when the data may still be arriving).
     :param conn_id: the apache-spark provider's connection: a ``spark`` connection (spark-submit:
         master, deploy mode, ...) or a ``spark_connect`` connection (the phases run over Spark
         Connect from the task process; no spark-submit, no JVM on the worker).
@@ -138,7 +152,7 @@ class AtomicCtasOperator(CtasLineageMixin, BaseOperator):
         ``[openlineage] spark_inject_parent_job_info``).
     """
 
-    template_fields: Sequence[str] = ("sql", "target_table", "partition_by", "table_properties", "conf")
+    template_fields: Sequence[str] = ("sql", "target_table", "partition_by", "table_properties", "conf", "checks")
     template_ext: Sequence[str] = (".sql",)
     template_fields_renderers: ClassVar[dict[str, str]] = {"sql": "sql", "table_properties": "json", "conf": "json"}
     ui_color = "#e4f0e8"
@@ -154,6 +168,8 @@ class AtomicCtasOperator(CtasLineageMixin, BaseOperator):
         table_properties: Mapping[str, Any] | str | None = None,
         allow_swap: bool = False,
         superseded_retention: datetime.timedelta | float = datetime.timedelta(hours=1),
+        checks: Sequence[Check | Mapping[str, Any]] | None = None,
+        retry_on_failed_checks: bool = False,
         conn_id: str = "spark_default",
         conf: Mapping[str, Any] | None = None,
         spark_submit_options: Mapping[str, Any] | None = None,
@@ -183,6 +199,8 @@ class AtomicCtasOperator(CtasLineageMixin, BaseOperator):
         self.table_properties = table_properties
         self.allow_swap = allow_swap
         self.superseded_retention = superseded_retention
+        self.checks = list(checks or [])
+        self.retry_on_failed_checks = retry_on_failed_checks
         self.conn_id = conn_id
         self.conf = conf
         self.spark_submit_options = validate_submit_options(spark_submit_options)
@@ -200,6 +218,8 @@ class AtomicCtasOperator(CtasLineageMixin, BaseOperator):
                 raise InvalidInputError("mode 'overwrite_partitions' needs partition_by (the partitions it overwrites)")
         if not _is_templated(table_properties):
             validate_table_properties(table_properties)
+        validate_checks(self.checks)  # templated SQL is checked again, rendered, before any Spark work
+        self._checks: tuple[Check, ...] = ()
         self._txn: TwoPhaseTable | None = None
         self._begin_error: BaseException | None = None
         self._runner: Runner | None = None
@@ -207,6 +227,10 @@ class AtomicCtasOperator(CtasLineageMixin, BaseOperator):
         self._abort_started = False
 
     # -- helpers -------------------------------------------------------------------------------
+
+    def render_template_fields(self, context: Context, jinja_env: Any = None) -> None:
+        """Checks' SQL names the audit views as ``{{ staged }}``, ``{{ published }}``, ``{{ result }}``."""
+        super().render_template_fields({**context, **PLACEHOLDERS}, jinja_env)  # type: ignore[typeddict-item]
 
     def _new_runner(self, context: Context | None = None) -> Runner:
         conf = dict(self.conf or {})
@@ -248,6 +272,7 @@ class AtomicCtasOperator(CtasLineageMixin, BaseOperator):
         self._txn, self._begin_error, self._context = None, None, context
         try:
             table = self._table_for(context)
+            self._checks = validate_checks(self.checks)
             prior = durable_table(context)
             if prior is not None:
                 table.continue_from(prior)
@@ -292,7 +317,10 @@ class AtomicCtasOperator(CtasLineageMixin, BaseOperator):
             raise
         self._runner = runner
         faults = faults_from_environment()
-        request = PhaseRequest(phases=RUN_PHASES, table=table.to_dict(), sql=self.sql, faults=faults)
+        checks = [check.to_dict() for check in self._checks]
+        request = PhaseRequest(
+            phases=run_phases_for(checks), table=table.to_dict(), sql=self.sql, faults=faults, checks=checks
+        )
         started = time.monotonic()
         name = f"airflow-ctas {table.target} try {table.try_number}"
         try:
@@ -307,8 +335,7 @@ class AtomicCtasOperator(CtasLineageMixin, BaseOperator):
             raise
         self._apply(context, table, result)
         if not result.ok and table.state is not TxnState.COMMITTED:
-            error = result.error or {}
-            raise_for_airflow(error_from_code(error.get("code", "SPARK_ERROR"), error.get("message", "")))
+            raise_for_airflow(run_failure(result.error or {}, retry_on_failed_checks=self.retry_on_failed_checks))
         self.log.info(
             "run: %s %s in %.2fs (%s rows)",
             table.outcome,

@@ -45,6 +45,8 @@ def lineage(*, namespace: str, sql: str, target: str, details: Mapping[str, Any]
         facets["schema"] = SchemaDatasetFacet(
             fields=[SchemaDatasetFacetFields(name=f["name"], type=f["type"]) for f in details["schema"]]
         )
+    if details.get("checks"):  # on failure too: the assertions say why nothing was published
+        facets["dataQualityAssertions"] = _assertions(details["checks"])
     output_facets: dict[str, Any] = {}
     if complete and details.get("row_count") is not None:
         output_facets["outputStatistics"] = OutputStatisticsOutputDatasetFacet(
@@ -56,6 +58,28 @@ def lineage(*, namespace: str, sql: str, target: str, details: Mapping[str, Any]
         outputs=[
             OutputDataset(namespace=namespace, name=f"{database}.{table}", facets=facets, outputFacets=output_facets)
         ],
+    )
+
+
+def _assertions(checks: list[dict[str, Any]]) -> Any:
+    """The audit's results as OpenLineage assertions, on the output they were evaluated for."""
+    from openlineage.client.generated.data_quality_assertions_dataset import (
+        Assertion,
+        DataQualityAssertionsDatasetFacet,
+    )
+
+    return DataQualityAssertionsDatasetFacet(
+        assertions=[
+            Assertion(
+                assertion=str(c["type"]),
+                success=bool(c["passed"]),
+                name=str(c["name"]),
+                severity="error",
+                expected=str(c["expected"]),
+                actual=str(c["value"]),
+            )
+            for c in checks
+        ]
     )
 
 

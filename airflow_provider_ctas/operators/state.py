@@ -3,12 +3,13 @@ become Airflow's: retryable ones retry, the rest fail the task at once."""
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from typing import TYPE_CHECKING, Any, NoReturn, Protocol
 
 from airflow.providers.common.compat.sdk import AirflowException, AirflowFailException
 
 from airflow_provider_ctas.catalogs import load_two_phase_table
-from airflow_provider_ctas.core.errors import CtasError
+from airflow_provider_ctas.core.errors import AuditFailedError, CtasError, error_from_code
 from airflow_provider_ctas.core.transaction import TwoPhaseTable
 
 if TYPE_CHECKING:
@@ -65,6 +66,14 @@ def persist(context: Context, table: TwoPhaseTable, log: Log) -> None:
         context["ti"].xcom_push(key=XCOM_KEY, value=data)
     except Exception as exc:  # noqa: BLE001 - best effort: the state also lives in the other store
         log.info("Could not push XCom %s here (%s)", XCOM_KEY, exc)
+
+
+def run_failure(error: Mapping[str, str], *, retry_on_failed_checks: bool) -> CtasError:
+    """The error a failed Spark run reported; a failed audit retries only when the task asks for it."""
+    failure = error_from_code(error.get("code", "SPARK_ERROR"), error.get("message", ""))
+    if isinstance(failure, AuditFailedError) and retry_on_failed_checks:
+        failure.retryable = True
+    return failure
 
 
 def raise_for_airflow(error: CtasError) -> NoReturn:

@@ -27,7 +27,7 @@ from airflow_provider_ctas.core.errors import SparkJobError
 from airflow_provider_ctas.driver.phases import record_progress, run_phases
 from airflow_provider_ctas.spark.engine import CONNECT_MODE_VARIABLES
 from airflow_provider_ctas.spark.errors import first_line
-from airflow_provider_ctas.spark.protocol import ABORT_PHASES, RUN_PHASES, PhaseRequest, PhaseResult, error_info
+from airflow_provider_ctas.spark.protocol import ABORT_PHASES, PhaseRequest, PhaseResult, error_info
 
 if TYPE_CHECKING:
     from pyspark.sql import SparkSession
@@ -137,7 +137,7 @@ class SparkConnectRunner:
     def _run(self, request: PhaseRequest, *, name: str) -> PhaseResult:
         txn_id, try_number = str(request.table.get("txn_id", "")), int(request.table.get("try_number", 0))
         try:
-            if request.phases == RUN_PHASES:
+            if "prepare" in request.phases:
                 self._fence(txn_id, range(1, try_number))
                 spark = self._connect(session_id(txn_id, try_number))
             else:

@@ -16,12 +16,20 @@ from typing import Any, Literal
 
 from airflow_provider_ctas.core.errors import CorruptStateError
 
-PROTOCOL_VERSION = 2
-Phase = Literal["begin", "prepare", "commit", "abort", "gc"]
+PROTOCOL_VERSION = 3
+Phase = Literal["begin", "prepare", "audit", "commit", "abort", "gc"]
 RUN_PHASES: tuple[Phase, ...] = ("begin", "prepare", "commit")
+AUDITED_RUN_PHASES: tuple[Phase, ...] = ("begin", "prepare", "audit", "commit")
+"""A run with checks: they are evaluated on the staged version before the commit decision."""
 ABORT_PHASES: tuple[Phase, ...] = ("abort",)
 GC_PHASES: tuple[Phase, ...] = ("gc",)
-_ALLOWED_PHASE_LISTS = {RUN_PHASES, ABORT_PHASES, GC_PHASES}
+_ALLOWED_PHASE_LISTS = {RUN_PHASES, AUDITED_RUN_PHASES, ABORT_PHASES, GC_PHASES}
+
+
+def run_phases_for(checks: list[dict[str, Any]]) -> tuple[Phase, ...]:
+    return AUDITED_RUN_PHASES if checks else RUN_PHASES
+
+
 RESULT_LINE_PREFIX = "AIRFLOW_CTAS_RESULT "
 
 
@@ -48,6 +56,8 @@ class PhaseRequest:
     """Garbage-collection settings, for the ``gc`` phase (which has no transaction)."""
     coordinator: dict[str, Any] | None = None
     """Where the driver asks the task for the commit decision (``runners/coordinator.py``); with commit only."""
+    checks: list[dict[str, Any]] = field(default_factory=list)
+    """Audit checks (``core.checks``, dict form), evaluated by the audit phase; only with it."""
 
     def to_json(self) -> str:
         return json.dumps({"protocol": PROTOCOL_VERSION, **asdict(self), "phases": list(self.phases)})
@@ -60,7 +70,7 @@ class PhaseRequest:
             raise CorruptStateError(f"request is not JSON: {exc}") from exc
         if not isinstance(data, dict) or data.get("protocol") != PROTOCOL_VERSION:
             raise CorruptStateError(f"request protocol must be {PROTOCOL_VERSION}")
-        expected = {"protocol", "phases", "table", "sql", "result_path", "faults", "gc", "coordinator"}
+        expected = {"protocol", "phases", "table", "sql", "result_path", "faults", "gc", "coordinator", "checks"}
         if set(data) != expected:
             raise CorruptStateError(f"request fields {sorted(data)} != {sorted(expected)}")
         phases = tuple(data["phases"]) if isinstance(data["phases"], list) else ()
@@ -72,6 +82,8 @@ class PhaseRequest:
             raise CorruptStateError("request table and faults must be objects")
         if (phases == GC_PHASES) != isinstance(data["gc"], dict):
             raise CorruptStateError("gc settings go with the gc phase, and only with it")
+        if not isinstance(data["checks"], list) or bool(data["checks"]) != ("audit" in phases):
+            raise CorruptStateError("request checks are a list, non-empty exactly when the audit phase runs")
         if data["coordinator"] is not None and ("commit" not in phases or not isinstance(data["coordinator"], dict)):
             raise CorruptStateError("coordinator settings are an object, and go with the commit phase only")
         return cls(
@@ -82,6 +94,7 @@ class PhaseRequest:
             faults=data["faults"],
             gc=data["gc"],
             coordinator=data["coordinator"],
+            checks=data["checks"],
         )
 
 

@@ -60,7 +60,10 @@ def test_replace_dimension_example_twice(stack, spark):
     for day in (1, 2):
         run = dag.test(logical_date=pendulum.datetime(2024, 3, day, tz="UTC"))
         assert states(run) == {"create_database": "success", "dim_customer": "success"}
-        assert properties(spark, "analytics.dim_customer")["refreshed_for"] == f"2024-03-0{day}"
+        published = properties(spark, "analytics.dim_customer")
+        assert published["refreshed_for"] == f"2024-03-0{day}"
+        # Audited before the publish: every check passed, and the table says so.
+        assert published["airflow_ctas.checks"].startswith("6/6 passed: row_count=97;")
     assert count(spark, "analytics.dim_customer") == 97
 
 

@@ -104,3 +104,36 @@ def test_an_abort_delivered_outside_the_try_starts_no_spark_work(monkeypatch):
     table.begin(2, "2024-01-01T00:00:00+00:00")
     op._txn = table  # this process runs try 2; a late callback for try 1 arrives
     ctas_abort(failed_try_1)
+
+
+def test_checks_render_with_the_audit_views_and_are_validated_at_parse_time():
+    from airflow_provider_ctas.checks import NotNull, SqlCheck
+    from airflow_provider_ctas.core.checks import PUBLISHED_VIEW, STAGED_VIEW
+
+    op = make(
+        checks=[
+            NotNull("a"),
+            SqlCheck(name="shrinks", sql="SELECT 1 FROM {{ staged }} JOIN {{ published }} WHERE {{ params.x }}"),
+            {"type": "sql", "name": "dict form", "sql": "SELECT * FROM {{ result }} WHERE false"},
+        ]
+    )
+    op.render_template_fields({"params": {"x": "true"}})
+    rendered: list[Any] = op.checks
+    assert rendered[1].sql == f"SELECT 1 FROM {STAGED_VIEW} JOIN {PUBLISHED_VIEW} WHERE true"
+    assert rendered[2]["sql"] == "SELECT * FROM __airflow_ctas_result__ WHERE false"
+    with pytest.raises(InvalidInputError, match="unknown check type"):
+        make(checks=[{"type": "not_a_check"}])
+
+
+@pytest.mark.parametrize("retry", [False, True])
+def test_a_failed_audit_retries_only_when_the_task_asks(retry):
+    from airflow.providers.common.compat.sdk import AirflowFailException
+
+    from airflow_provider_ctas.operators.state import raise_for_airflow, run_failure
+
+    failure = run_failure({"code": "AUDIT_FAILED", "message": "1 of 1 check(s) failed"}, retry_on_failed_checks=retry)
+    assert failure.code == "AUDIT_FAILED" and failure.retryable is retry
+    with pytest.raises(Exception, match=r"\[AUDIT_FAILED\] 1 of 1") as raised:
+        raise_for_airflow(failure)
+    assert isinstance(raised.value, AirflowFailException) is not retry
+    assert run_failure({"code": "QUERY_FAILED", "message": ""}, retry_on_failed_checks=True).retryable is False

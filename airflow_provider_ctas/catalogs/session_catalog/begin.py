@@ -7,12 +7,12 @@ from __future__ import annotations
 from typing import TYPE_CHECKING
 
 from airflow_provider_ctas import __version__
+from airflow_provider_ctas.catalogs.query import as_subquery
 from airflow_provider_ctas.catalogs.session_catalog import ownership, recovery
 from airflow_provider_ctas.catalogs.session_catalog.catalog import TableInfo, now_iso
 from airflow_provider_ctas.catalogs.session_catalog.context import RunContext
 from airflow_provider_ctas.catalogs.session_catalog.plan import Plan, Publish, choose_mechanism, column_order
 from airflow_provider_ctas.catalogs.session_catalog.publish.rename import target_appeared
-from airflow_provider_ctas.catalogs.session_catalog.query import as_subquery
 from airflow_provider_ctas.catalogs.session_catalog.table import Mode
 from airflow_provider_ctas.core import markers
 from airflow_provider_ctas.core.errors import (

@@ -3,6 +3,7 @@
 
 begin    returns a :class:`Plan` (or one that says there is nothing to do);
 prepare  ``INSERT INTO staging BY NAME <select>``: the only data written;
+audit    (with checks) evaluates them on staging; a failed check publishes nothing;
 commit   checks the fence, publishes in one metadata operation as the plan says, then records
          provenance and retires what was superseded;
 abort    drops staging of this and earlier tries, restores a target that a crashed swap had moved
@@ -16,6 +17,8 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING, Any
 
+from airflow_provider_ctas.catalogs.audit import Auditor, AuditTarget, raise_if_failed, results_to_details
+from airflow_provider_ctas.catalogs.query import as_subquery
 from airflow_provider_ctas.catalogs.session_catalog import recovery
 from airflow_provider_ctas.catalogs.session_catalog.begin import begin
 from airflow_provider_ctas.catalogs.session_catalog.catalog import CatalogClient, now_iso
@@ -24,9 +27,9 @@ from airflow_provider_ctas.catalogs.session_catalog.plan import Plan, Publish
 from airflow_provider_ctas.catalogs.session_catalog.publish import PUBLISHERS
 from airflow_provider_ctas.catalogs.session_catalog.publish.fence import require_own_staging
 from airflow_provider_ctas.catalogs.session_catalog.publish.request import Publication
-from airflow_provider_ctas.catalogs.session_catalog.query import as_subquery
-from airflow_provider_ctas.catalogs.session_catalog.table import SessionCatalogTable
+from airflow_provider_ctas.catalogs.session_catalog.table import Mode, SessionCatalogTable
 from airflow_provider_ctas.core import markers
+from airflow_provider_ctas.core.checks import CheckResult, checks_from_wire, summary
 from airflow_provider_ctas.core.errors import InvalidInputError
 from airflow_provider_ctas.core.transaction import Outcome
 from airflow_provider_ctas.spark.errors import first_line
@@ -45,6 +48,8 @@ class SessionCatalogExecutor:
         catalog = CatalogClient(spark, scratch_database=table.target.database)
         self.ctx = RunContext(spark, table, request, log, catalog)
         self.plan: Plan | None = None
+        self.checks = checks_from_wire(request.checks)
+        self.audit_results: list[CheckResult] = []
 
     @property
     def published(self) -> bool:
@@ -72,6 +77,8 @@ class SessionCatalogExecutor:
             self.plan = self.begin(report)
         elif phase == "prepare":
             self.prepare(self._planned(), report)
+        elif phase == "audit":
+            self.audit(self._planned(), report)
         elif phase == "commit":
             self.commit(self._planned(), report)
         elif phase == "abort":
@@ -89,7 +96,24 @@ class SessionCatalogExecutor:
         return self.plan is not None and self.plan.skip is not None
 
     def begin(self, report: PhaseReport) -> Plan:
-        return begin(self.ctx, report)
+        plan = begin(self.ctx, report)
+        if self.checks and plan.skip is None:
+            # Checks that cannot run fail here, before any data is written.
+            auditor = self._auditor(plan)
+            auditor.define_views()
+            auditor.analyse()
+        return plan
+
+    def _auditor(self, plan: Plan) -> Auditor:
+        table = self.ctx.table
+        published = self.ctx.catalog.table_info(table.target) is not None
+        target = AuditTarget(
+            staged=table.staging_table().quoted,
+            published=table.target.quoted if published else None,
+            columns=[name for name, _ in plan.columns],
+            replaced_partitions_of=table.partition_by if table.mode is Mode.OVERWRITE_PARTITIONS else (),
+        )
+        return Auditor(self.ctx.spark, self.checks, target)
 
     def prepare(self, plan: Plan, report: PhaseReport) -> None:
         ctx = self.ctx
@@ -113,6 +137,23 @@ class SessionCatalogExecutor:
             self.ctx.log.warning(f"could not read write metrics ({first_line(exc)}); counting rows instead")
             return {}
 
+    def audit(self, plan: Plan, report: PhaseReport) -> None:
+        ctx = self.ctx
+        auditor = self._auditor(plan)
+        auditor.define_views()
+        with ctx.catalog.engine.progress(f"audit {ctx.table.target}", ctx.log):
+            results = auditor.run(lambda message: ctx.log.info(f"audit: {message}"))
+        auditor.drop_views()
+        self.audit_results = results
+        ctx.details["checks"] = results_to_details(results)
+        for result in results:
+            (ctx.log.info if result.passed else ctx.log.warning)(f"audit: {result.describe()}")
+        report.touched.append(
+            f"{ctx.table.staging_table()} ({sum(r.passed for r in results)}/{len(results)} checks passed)"
+        )
+        ctx.fault("after_audit")
+        raise_if_failed(results)
+
     def commit(self, plan: Plan, report: PhaseReport) -> None:
         ctx = self.ctx
         staging = require_own_staging(ctx)
@@ -120,6 +161,8 @@ class SessionCatalogExecutor:
         provenance = {markers.PUBLISHED_AT: now_iso()}
         if "row_count" in ctx.details:
             provenance[markers.ROW_COUNT] = str(ctx.details["row_count"])
+        if self.audit_results:
+            provenance[markers.CHECKS] = summary(self.audit_results)
         target_info = ctx.catalog.table_info(ctx.table.target)
         publication = Publication(plan, target_info, staging, provenance, report)
         PUBLISHERS[plan.mechanism or Publish.RENAME](ctx, publication)

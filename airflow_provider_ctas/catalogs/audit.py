@@ -1,0 +1,260 @@
+"""The audit phase: checks evaluated on the staged version, inside the run that wrote it.
+
+Strategy-neutral: a strategy names its staged table, the published target (if any) and, for a
+partition overwrite, the partition columns; the checks see them through temporary views
+(``core.checks``: staged, published, result). Built-in checks of one scope share one aggregate
+query (one scan of the staged data; each ``Unique`` adds a distinct count, i.e. one shuffle);
+each custom SQL check is one query. Offending rows are sampled only for a check that failed.
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Any
+
+from airflow_provider_ctas.catalogs.query import as_subquery
+from airflow_provider_ctas.core.checks import (
+    PUBLISHED_VIEW,
+    RESULT_VIEW,
+    STAGED_VIEW,
+    AcceptedValues,
+    Check,
+    CheckResult,
+    NotNull,
+    RowCount,
+    RowCountChange,
+    SqlCheck,
+    Unique,
+)
+from airflow_provider_ctas.core.errors import AuditFailedError, QueryError
+from airflow_provider_ctas.core.identifiers import quote, sql_string_literal
+from airflow_provider_ctas.spark.errors import first_line
+
+if TYPE_CHECKING:
+    from pyspark.sql import SparkSession
+
+SAMPLE_ROWS = 5
+SAMPLE_COLUMNS = 20
+SAMPLE_VALUE_CHARS = 100
+
+
+@dataclass(frozen=True)
+class AuditTarget:
+    """What the checks look at: quoted table names and the written columns, in table order."""
+
+    staged: str
+    published: str | None
+    columns: Sequence[str]
+    replaced_partitions_of: Sequence[str] = ()
+    """Partition columns when only the staged partitions replace the published ones
+    (``overwrite_partitions`` into an existing table); empty when the staged data is the whole table."""
+
+
+def _literal(value: str | int | float | bool) -> str:
+    if isinstance(value, bool):
+        return "true" if value else "false"
+    if isinstance(value, str):
+        return sql_string_literal(value)
+    return repr(value)
+
+
+def _any_null(columns: Sequence[str]) -> str:
+    return " OR ".join(f"{quote(c)} IS NULL" for c in columns)
+
+
+def _all_present(columns: Sequence[str]) -> str:
+    return " AND ".join(f"{quote(c)} IS NOT NULL" for c in columns)
+
+
+def _outside(check: AcceptedValues) -> str:
+    values = ", ".join(_literal(v) for v in check.values)
+    return f"{quote(check.column)} IS NOT NULL AND {quote(check.column)} NOT IN ({values})"
+
+
+def _aggregates(check: Check) -> list[str]:
+    """The counts a built-in check needs from the shared aggregate query (RowCount* need only the
+    row count every such query computes)."""
+    if isinstance(check, Unique):
+        cols = ", ".join(quote(c) for c in check.column_names)
+        return [f"count_if({_all_present(check.column_names)})", f"count(DISTINCT {cols})"]
+    if isinstance(check, NotNull):
+        return [f"count_if({_any_null(check.column_names)})"]
+    if isinstance(check, AcceptedValues):
+        return [f"count_if({_outside(check)})"]
+    return []
+
+
+def _expected_list(values: Sequence[object], limit: int = 10) -> str:
+    shown = ", ".join(repr(v) for v in values[:limit])
+    return f"[{shown}{', ...' if len(values) > limit else ''}]"
+
+
+class Auditor:
+    def __init__(self, spark: SparkSession, checks: Sequence[Check], target: AuditTarget) -> None:
+        self.spark, self.checks, self.target = spark, tuple(checks), target
+
+    # -- views ---------------------------------------------------------------------------------
+
+    def define_views(self) -> None:
+        """(Re)define the views the checks read; cheap (no job), done in begin and again in audit."""
+        t = self.target
+        cols = ", ".join(quote(c) for c in t.columns)
+        published = f"SELECT * FROM {t.published}" if t.published else f"SELECT * FROM {t.staged} WHERE false"
+        if t.published and t.replaced_partitions_of:
+            same = " AND ".join(f"s.{quote(c)} <=> p.{quote(c)}" for c in t.replaced_partitions_of)
+            result = (
+                f"SELECT {cols} FROM {t.published} AS p WHERE NOT EXISTS "
+                f"(SELECT 1 FROM {t.staged} AS s WHERE {same}) UNION ALL SELECT {cols} FROM {t.staged}"
+            )
+        else:
+            result = f"SELECT {cols} FROM {t.staged}"
+        for view, query in ((STAGED_VIEW, f"SELECT {cols} FROM {t.staged}"), (PUBLISHED_VIEW, published)):
+            self.spark.sql(f"CREATE OR REPLACE TEMPORARY VIEW {quote(view)} AS {query}")
+        self.spark.sql(f"CREATE OR REPLACE TEMPORARY VIEW {quote(RESULT_VIEW)} AS {result}")
+
+    def drop_views(self) -> None:
+        for view in (STAGED_VIEW, PUBLISHED_VIEW, RESULT_VIEW):
+            self.spark.sql(f"DROP VIEW IF EXISTS {quote(view)}")
+
+    def _view(self, scope: str) -> str:
+        partial = bool(self.target.published and self.target.replaced_partitions_of)
+        return quote(RESULT_VIEW if scope == "result" and partial else STAGED_VIEW)
+
+    # -- begin: analyse without running --------------------------------------------------------
+
+    def analyse(self) -> None:
+        """Every check refers to columns the query produces and every custom query analyses; no job runs."""
+        from pyspark.errors import AnalysisException, ParseException
+
+        produced = set(self.target.columns)
+        for check in self.checks:
+            missing = [c for c in check.columns() if c not in produced]
+            if missing:
+                raise QueryError(f"check {check.name!r} names column(s) the query does not produce: {missing}")
+            if isinstance(check, SqlCheck):
+                try:
+                    self.spark.sql(as_subquery(check.sql)).schema  # noqa: B018 - analysis only
+                except (ParseException, AnalysisException) as exc:
+                    raise QueryError(f"check {check.name!r} is not a valid query: {first_line(exc)}") from exc
+
+    # -- audit ---------------------------------------------------------------------------------
+
+    def run(self, progress: Callable[[str], None]) -> list[CheckResult]:
+        results: dict[str, CheckResult] = {}
+        for view in sorted({self._view(c.scope) for c in self.checks}):
+            builtins = [c for c in self.checks if not isinstance(c, SqlCheck) and self._view(c.scope) == view]
+            started = time.monotonic()
+            for result in self._builtins(view, builtins):
+                results[result.name] = result
+            progress(f"{len(builtins)} built-in check(s) on {view} in one query, {time.monotonic() - started:.2f}s")
+        for check in self.checks:
+            if isinstance(check, SqlCheck):
+                started = time.monotonic()
+                results[check.name] = self._custom(check)
+                progress(f"check {check.name!r} in {time.monotonic() - started:.2f}s")
+        return [results[c.name] for c in self.checks]
+
+    def _builtins(self, view: str, checks: Sequence[Check]) -> list[CheckResult]:
+        """One aggregate query for every built-in check on ``view``: the row count, then each
+        check's own counts (a ``Unique``: rows with a full key, and distinct keys)."""
+        aggregates = ["count(1)"]
+        for check in checks:
+            aggregates += _aggregates(check)
+        select = ", ".join(f"{expr} AS a{i}" for i, expr in enumerate(aggregates))
+        row = self.spark.sql(f"SELECT {select} FROM {view}").collect()[0]
+        values = iter(int(row[f"a{i}"] or 0) for i in range(len(aggregates)))
+        rows = next(values)
+        return [self._evaluate(check, view, rows, [next(values) for _ in _aggregates(check)]) for check in checks]
+
+    def _evaluate(self, check: Check, view: str, rows: int, counts: list[int]) -> CheckResult:
+        if isinstance(check, Unique):
+            return self._measured(check, view, counts[0] - counts[1], "0 duplicate rows")
+        if isinstance(check, NotNull):
+            return self._measured(check, view, counts[0], "0 rows with a NULL")
+        if isinstance(check, AcceptedValues):
+            return self._measured(check, view, counts[0], f"0 rows outside {_expected_list(list(check.values))}")
+        if isinstance(check, RowCount):
+            return _row_count(check, rows)
+        assert isinstance(check, RowCountChange)
+        return self._change(check, rows)
+
+    def _measured(self, check: Check, view: str, violations: int, expected: str) -> CheckResult:
+        result = CheckResult(check.name, check.type, check.scope, violations == 0, violations, expected)
+        if violations:
+            result.sample = self._sample(self._offending(check, view))
+        return result
+
+    def _offending(self, check: Check, view: str) -> str:
+        if isinstance(check, Unique):
+            cols = ", ".join(quote(c) for c in check.column_names)
+            return (
+                f"SELECT {cols}, count(1) AS rows FROM {view} WHERE {_all_present(check.column_names)} "
+                f"GROUP BY {cols} HAVING count(1) > 1"
+            )
+        if isinstance(check, NotNull):
+            return f"SELECT * FROM {view} WHERE {_any_null(check.column_names)}"
+        assert isinstance(check, AcceptedValues)
+        return f"SELECT * FROM {view} WHERE {_outside(check)}"
+
+    def _sample(self, query: str) -> list[dict[str, str]]:
+        rows = self.spark.sql(f"SELECT * FROM ({query}) AS __ctas_sample LIMIT {SAMPLE_ROWS}").collect()
+        return [
+            {k: str(v)[:SAMPLE_VALUE_CHARS] for k, v in list(row.asDict().items())[:SAMPLE_COLUMNS]} for row in rows
+        ]
+
+    def _change(self, check: RowCountChange, rows: int) -> CheckResult:
+        published = self._published_rows(check.scope)
+        bounds = f"[{check.min_ratio if check.min_ratio is not None else 0}, {check.max_ratio or 'any'}]"
+        expected = f"new/published rows in {bounds}"
+        if not published:
+            return CheckResult(
+                check.name, check.type, check.scope, True, None, expected, note="nothing published to compare with"
+            )
+        ratio = rows / published
+        passed = (check.min_ratio is None or ratio >= check.min_ratio) and (
+            check.max_ratio is None or ratio <= check.max_ratio
+        )
+        note = f"{rows} rows now, {published} published"
+        return CheckResult(check.name, check.type, check.scope, passed, round(ratio, 4), expected, note=note)
+
+    def _published_rows(self, scope: str) -> int:
+        t = self.target
+        if not t.published:
+            return 0
+        if scope == "staged" and t.replaced_partitions_of:
+            same = " AND ".join(f"s.{quote(c)} <=> p.{quote(c)}" for c in t.replaced_partitions_of)
+            replaced = f"EXISTS (SELECT 1 FROM {t.staged} AS s WHERE {same})"
+            query = f"SELECT count(1) AS n FROM {t.published} AS p WHERE {replaced}"
+        else:
+            query = f"SELECT count(1) AS n FROM {t.published}"
+        return int(self.spark.sql(query).collect()[0]["n"])
+
+    def _custom(self, check: SqlCheck) -> CheckResult:
+        query = as_subquery(check.sql)
+        found = int(self.spark.sql(f"SELECT count(1) AS n FROM ({query}) AS __ctas_check").collect()[0]["n"])
+        result = CheckResult(check.name, check.type, check.scope, found == 0, found, "0 rows")
+        if found:
+            result.sample = self._sample(query)
+        return result
+
+
+def _row_count(check: RowCount, rows: int) -> CheckResult:
+    passed = (check.min is None or rows >= check.min) and (check.max is None or rows <= check.max)
+    low, high = check.min if check.min is not None else 0, check.max if check.max is not None else "any"
+    expected = f"between {low} and {high}"
+    return CheckResult(check.name, check.type, check.scope, passed, rows, expected)
+
+
+def raise_if_failed(results: Sequence[CheckResult]) -> None:
+    failed = [r for r in results if not r.passed]
+    if failed:
+        raise AuditFailedError(
+            f"{len(failed)} of {len(results)} check(s) failed, nothing was published: "
+            + " | ".join(r.describe() for r in failed)
+        )
+
+
+def results_to_details(results: Sequence[CheckResult]) -> list[dict[str, Any]]:
+    return [vars(r) | {"sample": list(r.sample)} for r in results]

@@ -1,0 +1,160 @@
+"""Audit before publish, through the real phases in the test's own Spark session (no spark-submit):
+what each check measures on the staged version, and that a failed or broken check publishes nothing.
+
+The end-to-end runs (a DAG, a concurrent reader, spark-submit and Spark Connect) are in
+``test_audit_e2e.py``.
+"""
+
+from __future__ import annotations
+
+import uuid
+from typing import Any
+
+import pytest
+
+from airflow_provider_ctas.catalogs import create_two_phase_table
+from airflow_provider_ctas.checks import AcceptedValues, NotNull, RowCount, RowCountChange, SqlCheck, Unique
+from airflow_provider_ctas.core import markers
+from airflow_provider_ctas.core.checks import PUBLISHED_VIEW, STAGED_VIEW, Check
+from airflow_provider_ctas.core.transaction import TransactionKey
+from airflow_provider_ctas.driver.phases import run_phases
+from airflow_provider_ctas.spark.protocol import PhaseRequest, PhaseResult, run_phases_for
+from tests.support.catalog import count, fresh, leftovers, location, properties
+
+pytestmark = pytest.mark.integration
+
+
+class Log:
+    def __init__(self) -> None:
+        self.lines: list[str] = []
+
+    def info(self, message: str) -> None:
+        self.lines.append(message)
+
+    def warning(self, message: str) -> None:
+        self.lines.append(message)
+
+
+def run(spark, target: str, sql: str, checks: list[Check], **options: Any) -> tuple[PhaseResult, Log]:
+    txn = create_two_phase_table(
+        key=TransactionKey("audit_dag", "ctas", f"run_{uuid.uuid4().hex}"),
+        conn_id="spark_default",
+        target=target,
+        table_format="parquet",
+        **{"mode": "replace", **options},
+    )
+    txn.begin(1, "2024-01-01T00:00:00+00:00")
+    wire = [c.to_dict() for c in checks]
+    request = PhaseRequest(phases=run_phases_for(wire), table=txn.to_dict(), sql=sql, checks=wire)
+    log = Log()
+    # A session of its own: the audit's temporary views never meet another test's.
+    return run_phases(spark.newSession(), request, log), log
+
+
+def by_name(result: PhaseResult) -> dict[str, dict[str, Any]]:
+    return {c["name"]: c for c in result.details["checks"]}
+
+
+def test_checks_measure_the_staged_version_and_a_pass_publishes_with_their_summary(spark, database):
+    target = f"{database}.orders"
+    fresh(spark).sql(f"CREATE TABLE {target} USING parquet AS SELECT id, 'open' AS status FROM range(100)")
+    checks: list[Check] = [
+        RowCount(min=1, max=1000),
+        NotNull("id", "status"),
+        Unique("id"),
+        AcceptedValues(column="status", values=["open", "shipped"]),
+        RowCountChange(min_ratio=0.9, max_ratio=1.5),
+        # What the operator renders "{{ published }}" and "{{ staged }}" to.
+        SqlCheck(name="no id lost", sql=f"SELECT id FROM {PUBLISHED_VIEW} EXCEPT SELECT id FROM {STAGED_VIEW}"),
+    ]
+    sql = "SELECT id, IF(id % 2 = 0, 'open', 'shipped') AS status FROM range(120)"
+    result, log = run(spark, target, sql, checks)
+
+    assert result.ok, result.error
+    measured = {name: c["value"] for name, c in by_name(result).items()}
+    assert measured == {
+        "row_count": 120,
+        "not_null(id,status)": 0,
+        "unique(id)": 0,
+        "accepted_values(status)": 0,
+        "row_count_change": 1.2,
+        "no id lost": 0,
+    }
+    assert all(c["passed"] for c in result.details["checks"])
+    assert [p.phase for p in result.phases] == ["begin", "prepare", "audit", "commit"]
+    assert count(spark, target) == 120
+    assert properties(spark, target)[markers.CHECKS].startswith("6/6 passed: row_count=120;")
+    assert any(line.startswith("audit: 5 built-in check(s)") for line in log.lines), log.lines
+
+
+def test_a_failed_check_publishes_nothing_and_names_what_failed(spark, database):
+    target = f"{database}.kept"
+    fresh(spark).sql(f"CREATE TABLE {target} USING parquet AS SELECT id, CAST(id AS STRING) AS code FROM range(50)")
+    before = location(spark, target)
+    sql = "SELECT id % 40 AS id, IF(id < 3, NULL, CAST(id AS STRING)) AS code FROM range(60)"
+    result, _ = run(spark, target, sql, [RowCount(min=1), NotNull("code"), Unique("id")])
+
+    assert not result.ok
+    assert result.error is not None and result.error["code"] == "AUDIT_FAILED"
+    assert result.error["phase"] == "audit"
+    assert "2 of 3 check(s) failed" in result.error["message"]
+    checks = by_name(result)
+    assert (checks["not_null(code)"]["passed"], checks["not_null(code)"]["value"]) == (False, 3)
+    assert checks["unique(id)"]["value"] == 20  # 60 rows, 40 distinct ids
+    assert {row["code"] for row in checks["not_null(code)"]["sample"]} == {"None"}
+    assert len(checks["unique(id)"]["sample"]) == 5
+    assert all(row["rows"] == "2" for row in checks["unique(id)"]["sample"])
+    # The published version is exactly as it was; this try's staging is gone.
+    assert result.cleaned_up
+    assert (count(spark, target), location(spark, target)) == (50, before)
+    assert leftovers(spark, database) == []
+
+
+def test_overwrite_partitions_checks_see_the_replaced_partitions_or_the_whole_result(spark, database):
+    target = f"{database}.events"
+    fresh(spark).sql(
+        f"CREATE TABLE {target} USING parquet PARTITIONED BY (ds) AS "
+        "SELECT id, IF(id < 10, '2024-01-01', '2024-01-02') AS ds FROM range(20)"
+    )
+    # Replaces 2024-01-02 (10 rows -> 5) and adds 2024-01-03; ids 0..4 collide with 2024-01-01's.
+    sql = "SELECT id % 5 AS id, IF(id < 5, '2024-01-02', '2024-01-03') AS ds FROM range(10)"
+    checks: list[Check] = [
+        RowCount(max=10),
+        Unique("id", "ds"),
+        RowCountChange(min_ratio=0.6, name="shrink per partition"),
+        Unique("id", scope="result", name="unique across the table"),
+        RowCount(min=20, scope="result", name="table rows"),
+    ]
+    result, _ = run(spark, target, sql, checks, mode="overwrite_partitions", partition_by=["ds"])
+
+    checks_seen = by_name(result)
+    assert checks_seen["row_count"]["value"] == 10  # only what this run staged
+    assert checks_seen["unique(id,ds)"]["passed"]
+    assert checks_seen["shrink per partition"]["value"] == 1.0  # 10 staged rows vs the 10 of 2024-01-02
+    # The table after the switch: 2024-01-01 (ids 0-9) stays beside 10 new rows with ids 0-4 twice.
+    assert checks_seen["unique across the table"]["value"] == 10
+    assert checks_seen["table rows"]["value"] == 20
+    assert result.error is not None and result.error["code"] == "AUDIT_FAILED"
+    assert count(spark, target, "ds = '2024-01-02'") == 10
+    assert count(spark, target, "ds = '2024-01-03'") == 0
+    assert leftovers(spark, database) == []
+
+
+@pytest.mark.parametrize(
+    ("check", "message"),
+    [
+        (SqlCheck(name="typo", sql=f"SELECT * FROM {STAGED_VIEW} WHERE amout < 0"), "check 'typo' is not"),
+        (SqlCheck(name="ddl", sql="DROP TABLE x"), "check 'ddl' is not a valid query"),
+        (NotNull("nope"), "names column(s) the query does not produce: ['nope']"),
+    ],
+    ids=["bad-column", "ddl", "unknown-column"],
+)
+def test_a_check_that_cannot_run_fails_in_begin_before_any_data_is_written(spark, database, check, message):
+    target = f"{database}.never"
+    result, _ = run(spark, target, "SELECT id, id * 2 AS amount FROM range(10)", [check], mode="create")
+    assert result.error is not None
+    assert (result.error["code"], result.error["phase"]) == ("QUERY_ERROR", "begin")
+    assert message in result.error["message"]
+    assert [(p.phase, p.status) for p in result.phases] == [("begin", "failed")]  # prepare never ran
+    assert not fresh(spark).catalog.tableExists(target)
+    assert leftovers(spark, database) == []
