@@ -441,6 +441,8 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--no-plot", action="store_true", help="skip the plot (no matplotlib needed): CI's smoke run")
     parser.add_argument("--from-json", type=Path, nargs="+", help="re-render the report from saved runs (merged)")
     args = parser.parse_args(argv)
+    # Spark's settings are this harness's own (its spark-defaults.conf): none from SPARK_SUBMIT_OPTS.
+    os.environ.pop("SPARK_SUBMIT_OPTS", None)
     saved = [json.loads(path.read_text()) for path in args.from_json] if args.from_json else [measure(args)]
     data = merge(saved)
     rows = summarize(data)

@@ -13,6 +13,8 @@ import os
 import tempfile
 from pathlib import Path
 
+from tests.support.jvm import CONF_DIR
+
 SESSION_ROOT = Path(tempfile.mkdtemp(prefix="ctas-tests-"))
 # Shared by the controller and its xdist workers (they inherit the controller's environment).
 os.environ.setdefault("CTAS_TEST_SHARED", tempfile.mkdtemp(prefix="ctas-tests-shared-"))
@@ -22,7 +24,9 @@ os.environ.update(
         "AIRFLOW__CORE__DAGS_FOLDER": str(SESSION_ROOT / "dags"),
         "AIRFLOW__CORE__LOAD_EXAMPLES": "False",
         "AIRFLOW__LOGGING__LOGGING_LEVEL": "INFO",
-        "SPARK_CONF_DIR": str(SESSION_ROOT / "spark-conf"),
+        # Empty, at a fixed path (tests/support/jvm.py): Spark's settings come as system properties.
+        "SPARK_CONF_DIR": str(CONF_DIR),
+        "SPARK_DRIVER_MEMORY": "768m",
         "AIRFLOW_CONN_SPARK_DEFAULT": json.dumps({"conn_type": "spark", "host": "local[2]"}),
         # Installed for the lineage tests, which enable it in their own processes.
         "AIRFLOW__OPENLINEAGE__DISABLED": "True",

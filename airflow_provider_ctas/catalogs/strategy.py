@@ -72,5 +72,6 @@ class Strategy:
     check_options: Callable[[str, str, object], None]
     """(mode, table_format, superseded_retention): the operator's checks at DAG-parse time."""
     driver: Callable[[], DriverSide]
-    lineage_namespace: Callable[[Mapping[str, Any] | None], str]
-    """The OpenLineage namespace of the tables it writes, from the operator's Spark conf."""
+    lineage_namespace: Callable[[Mapping[str, Any] | None, Mapping[str, Any] | None], str]
+    """(the operator's Spark conf, the run's details): the OpenLineage namespace of the tables it
+    writes; what the driver reported it used, once it ran, else what the conf says."""

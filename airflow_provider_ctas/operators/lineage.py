@@ -97,7 +97,7 @@ class CtasLineageMixin:
 
         table = self._txn
         return lineage(
-            namespace=strategy_for(self.table_format).lineage_namespace(self.conf),
+            namespace=strategy_for(self.table_format).lineage_namespace(self.conf, table.details if table else None),
             sql=self.sql,
             target=str(table.target) if table else str(validate_target(self.target_table)),
             details=table.details if table else None,

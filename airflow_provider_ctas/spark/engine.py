@@ -66,6 +66,11 @@ class ClassicEngine:
     def start(self) -> None:
         self.spark.sparkContext.setJobGroup(JOB_GROUP, "airflow-provider-ctas")
 
+    def metastore_uris(self) -> str:
+        """What this driver's Hive client uses: Spark conf, properties file and hive-site.xml all
+        end up in the Hadoop configuration; empty for the embedded metastore."""
+        return str(self.spark.sparkContext._jsc.hadoopConfiguration().get("hive.metastore.uris") or "")
+
     def partitions(self, ref: TableRef, columns: list[str]) -> dict[tuple[str, ...], str]:
         """One metastore call; Spark SQL has no statement that lists partition locations."""
         jvm: Any = self.spark._jvm
@@ -158,6 +163,10 @@ class ConnectEngine:
 
     def start(self) -> None:
         """Nothing: the runner tags the session's operations itself, to interrupt them."""
+
+    def metastore_uris(self) -> str:
+        """The server's Spark conf (its hive-site.xml is out of a client's reach); empty if unset."""
+        return str(self.spark.conf.get("spark.hadoop.hive.metastore.uris", "") or "")
 
     def partitions(self, ref: TableRef, columns: list[str]) -> dict[tuple[str, ...], str]:
         """``SHOW PARTITIONS``, then one ``DESCRIBE ... PARTITION`` per partition for its location."""

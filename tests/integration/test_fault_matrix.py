@@ -349,6 +349,8 @@ def test_fault(cell: Cell, stack, spark, database, tmp_path, metastore, request)
     progress = tmp_path / "progress"
     dag_file = DAGS_FOLDER / f"{dag_id}.py"
     reader = Reader(spark, target).start()
+    # A flip keeps the old version's files for the retention: a session that cached them keeps reading them.
+    sticky = Reader(spark, target, sticky=True).start() if cell.mode == "replace" else None
     started = time.monotonic()
 
     first = Trial(dag_file, dag_id, run_id, tmp_path / "try1.log", {"progress_file": str(progress), **cell.faults})
@@ -366,9 +368,12 @@ def test_fault(cell: Cell, stack, spark, database, tmp_path, metastore, request)
 
     try2 = Trial(dag_file, dag_id, run_id, tmp_path / "try2.log").start().wait()
     values = reader.stop()
+    sticky_values = sticky.stop() if sticky else []
     left = leftovers(spark, database)
     rows = count(spark, target) if try2 == "success" else None
     problem = check_observations(values, _allowed(cell), NEW_ROWS)
+    if sticky is not None and problem is None and set(sticky_values) - {OLD_ROWS}:
+        problem = f"a session that never refreshes saw {summarize(sticky_values)}"
     outcome = (xcom_value(dag_id, run_id, "ctas_transaction") or {}).get("outcome")
     record_cell(
         cell.id,
@@ -382,6 +387,7 @@ def test_fault(cell: Cell, stack, spark, database, tmp_path, metastore, request)
             "try2": f"{try2} ({outcome})",
             "left2": left,
             "seen": summarize(values),
+            "sticky": summarize(sticky_values) if sticky else "",
             "rows": rows,
             "ok": try2 == "success" and not left and rows == NEW_ROWS and problem is None,
             "seconds": round(time.monotonic() - started),

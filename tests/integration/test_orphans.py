@@ -208,6 +208,24 @@ def test_a_task_killed_after_it_decided_commit_publishes_once(stack, spark, data
     orphan_seconds = wait_for_orphan_of_try(target, 1, timeout=120)
     rows = count(spark, target)
     left1 = leftovers(spark, database)
+    record_cell(
+        "orphan-after-commit-r0",
+        {
+            "order": 103.5,
+            "fault": "SIGKILL the task process only (its driver orphaned), retries=0",
+            "when": "right after the task sent commit (observed before any next try: what retries=0 ends with)",
+            "mode": "create",
+            "try1": f"killed; the driver published, then exited after {orphan_seconds:.1f}s",
+            "left1": left1,
+            "try2": "none",
+            "left2": left1,
+            "seen": "not polled",
+            "rows": rows,
+            "ok": rows == NEW_ROWS and not left1,
+            "seconds": round(orphan_seconds),
+            "problem": None,
+        },
+    )
     second = Trial(DAGS_FOLDER / f"{dag_id}.py", dag_id, "orphan_run", tmp_path / "try2.log").start().wait()
     outcome = (xcom_value(dag_id, "orphan_run", "ctas_transaction") or {}).get("outcome")
     left2 = leftovers(spark, database)

@@ -33,12 +33,24 @@ def classify_read_error(exc: Exception) -> str:
 
 
 class Reader:
-    """Polls a table's row count from the test's own Spark session, recording every observation."""
+    """Polls a table's row count from the test's own Spark session, recording every observation.
+
+    ``sticky``: one session for every read, which never refreshes, like a Thrift server or a BI tool
+    that keeps the file listing it made first (README: readers that keep a session open). Otherwise
+    each read looks at the metastore afresh.
+    """
 
     def __init__(
-        self, spark: SparkSession, target: str, interval: float = 0.4, where: str = "", tail: float = 0.5
+        self,
+        spark: SparkSession,
+        target: str,
+        interval: float = 0.4,
+        where: str = "",
+        tail: float = 0.5,
+        sticky: bool = False,
     ) -> None:
         self.spark, self.target, self.interval, self.where, self.tail = spark, target, interval, where, tail
+        self.sticky = spark.newSession() if sticky else None
         # (started, finished, value) per read: a read spans time, so windows are bounded by both.
         self.seen: list[tuple[float, float, Any]] = []
         # First line of each read error classified "unavailable", so a failure can say what it was.
@@ -50,7 +62,11 @@ class Reader:
         while not self._stop.is_set():
             started = time.monotonic()
             try:
-                value: Any = count(self.spark, self.target, self.where)
+                value: Any = (
+                    _sticky_count(self.sticky, self.target, self.where)
+                    if self.sticky is not None
+                    else count(self.spark, self.target, self.where)
+                )
             except Exception as exc:
                 value = classify_read_error(exc)
                 if value == "unavailable":
@@ -67,6 +83,11 @@ class Reader:
         self._stop.set()
         self._thread.join(timeout=60)
         return [value for *_, value in self.seen]
+
+
+def _sticky_count(session: SparkSession, target: str, where: str) -> int:
+    condition = f" WHERE {where}" if where else ""
+    return int(session.sql(f"SELECT count(*) AS n FROM {target}{condition}").collect()[0]["n"])
 
 
 def check_observations(values: list[Any], allowed: set[Any], new: Any) -> str | None:

@@ -49,21 +49,24 @@ def write_report(shared: Path) -> None:
         "after' lists staging tables, staging directories and write debris (`_temporary`,",
         "`.spark-staging*`) in the database.",
         "",
-        "| fault | when | target | try 1 | left after try 1 | try 2 | left after try 2 | reader saw | rows | result |",
-        "|---|---|---|---|---|---|---|---|---|---|",
+        "| fault | when | target | try 1 | left after try 1 | try 2 | left after try 2 | reader saw "
+        "| a session that never refreshes saw | rows | result |",
+        "|---|---|---|---|---|---|---|---|---|---|---|",
     ]
     for result in sorted(results.values(), key=lambda r: r["order"]):
         left1 = "<br>".join(result["left1"]) or "nothing"
         left2 = "<br>".join(result["left2"]) or "nothing"
         verdict = "pass" if result["ok"] else f"FAIL: {result['problem'] or 'see test output'}"
         cells = [result["fault"], result["when"], result["mode"], result["try1"], left1, result["try2"], left2]
-        cells += [result["seen"], result["rows"], f"{verdict} ({result['seconds']} s)"]
+        cells += [result["seen"], result.get("sticky") or "-", result["rows"], f"{verdict} ({result['seconds']} s)"]
         lines.append("| " + " | ".join(str(c) for c in cells) + " |")
     lines += [
         "",
         "Reading the 'reader saw' column: counts are row counts, `missing` is TABLE_OR_VIEW_NOT_FOUND,",
         "`files-gone` is FILE_NOT_EXIST (a scan whose files moved under it), `unavailable` is any other",
-        "error (the metastore was down), `x N` is how many polls in a row.",
+        "error (the metastore was down), `x N` is how many polls in a row. The 'session that never",
+        "refreshes' column (flip cells) polls through one Spark session that keeps the file listing it",
+        "made first, like a Thrift server or a BI tool: it must keep answering with the old version.",
         "A `swap` may show `missing`, `0` or `files-gone` around its publish (the documented window; a crash between",
         "its two renames keeps that window open until the next try or a GC pass restores the old",
         "version). A `create` never shows a partial count and a `replace` never leaves old-or-new.",

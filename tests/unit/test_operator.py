@@ -137,3 +137,15 @@ def test_a_failed_audit_retries_only_when_the_task_asks(retry):
         raise_for_airflow(failure)
     assert isinstance(raised.value, AirflowFailException) is not retry
     assert run_failure({"code": "QUERY_FAILED", "message": ""}, retry_on_failed_checks=True).retryable is False
+
+
+def test_lineage_names_the_metastore_the_driver_reported_using(monkeypatch, tmp_path):
+    from airflow_provider_ctas.catalogs.session_catalog.strategy import metastore_namespace
+
+    (tmp_path / "spark-defaults.conf").write_text("spark.hadoop.hive.metastore.uris thrift://from-file:9083\n")
+    monkeypatch.setenv("SPARK_CONF_DIR", str(tmp_path))
+    assert metastore_namespace(None) == "hive://from-file:9083"  # before the run: what the conf says
+    conf = {"spark.hadoop.hive.metastore.uris": "thrift://from-conf:1234,thrift://other:1"}
+    assert metastore_namespace(conf) == "hive://from-conf:1234"
+    assert metastore_namespace(conf, {"metastore_uris": "thrift://hms.prod:9083"}) == "hive://hms.prod:9083"
+    assert metastore_namespace(conf, {"metastore_uris": ""}) == "hive://embedded"  # the driver used none

@@ -65,9 +65,14 @@ def _driver() -> DriverSide:
     return SessionCatalogDriver()
 
 
-def metastore_namespace(conf: Mapping[str, Any] | None) -> str:
-    """``hive://host:port`` from ``spark.hadoop.hive.metastore.uris`` (the operator's ``conf``, then
-    SPARK_CONF_DIR), as in OpenLineage's naming spec; ``hive://embedded`` for Spark's embedded one."""
+def metastore_namespace(conf: Mapping[str, Any] | None, details: Mapping[str, Any] | None = None) -> str:
+    """``hive://host:port`` of the metastore, as in OpenLineage's naming spec; ``hive://embedded``
+    for Spark's embedded one. Once the driver ran, the URIs it reported using (``metastore_uris``:
+    whatever configured it); before, ``spark.hadoop.hive.metastore.uris`` from the operator's
+    ``conf``, then SPARK_CONF_DIR's spark-defaults.conf."""
+    reported = (details or {}).get("metastore_uris")
+    if isinstance(reported, str):
+        return _namespace(reported)
     uris = (conf or {}).get(METASTORE_URIS)
     if not uris and (conf_dir := os.environ.get("SPARK_CONF_DIR")):
         defaults = Path(conf_dir, "spark-defaults.conf")
@@ -76,9 +81,13 @@ def metastore_namespace(conf: Mapping[str, Any] | None) -> str:
                 key, _, value = line.strip().partition(" ")
                 if key == METASTORE_URIS:
                     uris = value.strip()
-    if not uris:
+    return _namespace(str(uris or ""))
+
+
+def _namespace(uris: str) -> str:
+    if not uris.strip():
         return "hive://embedded"
-    first = urlparse(str(uris).split(",")[0].strip())
+    first = urlparse(uris.split(",")[0].strip())
     return f"hive://{first.hostname}:{first.port or 9083}"
 
 
