@@ -75,10 +75,21 @@ def embedded_derby_conf(root: Path) -> dict[str, str]:
 class HiveMetastore:
     """One metastore service whose state lives under ``root``."""
 
-    def __init__(self, root: Path, port: int | None = None) -> None:
+    def __init__(
+        self,
+        root: Path,
+        port: int | None = None,
+        extra_jars: list[str] | None = None,
+        hadoop_conf: dict[str, str] | None = None,
+    ) -> None:
+        """``extra_jars`` and ``hadoop_conf``: what the service needs for tables on another
+        filesystem (the metastore creates, moves and deletes their directories), e.g. S3A's jars and
+        ``fs.s3a.*`` settings."""
         self.root = root.resolve()
         self.port = port or free_port()
         self.warehouse = self.root / "warehouse"
+        self.extra_jars = list(extra_jars or [])
+        self.hadoop_conf = dict(hadoop_conf or {})
 
     @property
     def uri(self) -> str:
@@ -107,10 +118,11 @@ class HiveMetastore:
             # The default pool (BoneCP) is not among pyspark's jars; HikariCP is. Without this,
             # DROP DATABASE fails in the metastore's ACID listener.
             "datanucleus.connectionPoolingType": "HikariCP",
+            **self.hadoop_conf,
         }
 
     def _command(self) -> list[str]:
-        classpath = os.pathsep.join([str(self.root / "conf"), str(spark_home() / "jars" / "*")])
+        classpath = os.pathsep.join([str(self.root / "conf"), str(spark_home() / "jars" / "*"), *self.extra_jars])
         return [
             "java",
             "-Xmx512m",

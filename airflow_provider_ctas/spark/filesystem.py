@@ -111,8 +111,15 @@ class HadoopFileSystem:
             stream.close()
 
     def delete(self, uri: str) -> None:
+        """Delete ``uri`` and, on S3, abort the incomplete multipart uploads below it: a killed
+        writer's half-uploaded files, which no listing of objects shows but the bucket keeps (and
+        bills) until they are aborted."""
         path, fs = self._path(uri)
         fs.delete(path, True)
+        if str(fs.getClass().getName()) == "org.apache.hadoop.fs.s3a.S3AFileSystem":
+            key = str(fs.pathToKey(path)).rstrip("/") + "/"
+            for upload in fs.listMultipartUploads(key):
+                fs.abortMultipartUpload(upload)
 
 
 class ConnectFileSystem:

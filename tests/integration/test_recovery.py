@@ -6,8 +6,6 @@ import dataclasses
 import json
 import logging
 import signal
-import subprocess
-import sys
 import threading
 import time
 from datetime import UTC, datetime
@@ -33,8 +31,9 @@ from tests.support.catalog import (
     retained_until,
 )
 from tests.support.dags import DAGS_FOLDER, make_dag, run_dag, xcom_value
-from tests.support.faults import REPO, Reader, Trial, check_observations, wait_for_drivers_to_exit
+from tests.support.faults import Reader, Trial, check_observations, wait_for_drivers_to_exit
 from tests.support.fixtures import CONNECT_CONN_ID
+from tests.support.gc import entries, gc_cli
 from tests.support.processes import wait_for_line
 
 pytestmark = pytest.mark.integration
@@ -171,7 +170,7 @@ def test_concurrent_writers_publish_exactly_one_whole_version(stack, spark, data
         allowed = {50} | {100 * w for w in results}
         assert set(values) <= allowed, f"a reader saw a partial version: {set(values) - allowed}"
         # A flip that raced another may leave the version it replaced to garbage collection.
-        _gc_cli("--database", database, "--min-age", "0s")
+        gc_cli("--database", database, "--min-age", "0s")
     assert leftovers(spark, database) == []
 
 
@@ -184,23 +183,6 @@ def _crash_leaving_staging(dag_id: str, target: str, tmp_path: Path) -> None:
     wait_for_line(progress, "after_prepare try=1", timeout=240)
     trial.signal_group(signal.SIGKILL)
     trial.wait()
-
-
-def _gc_cli(*args: str) -> dict:
-    """Run the command-line GC; return its JSON report."""
-    process = subprocess.run(
-        [sys.executable, "-m", "airflow_provider_ctas.gc", *args, "--json"],
-        cwd=REPO,
-        capture_output=True,
-        text=True,
-        timeout=300,
-    )
-    assert process.returncode == 0, process.stdout + process.stderr
-    return json.loads(process.stdout.strip().splitlines()[-1])
-
-
-def _entries(report: dict, action: str) -> dict[str, str]:
-    return {entry["what"]: entry["why"] for entry in report["entries"] if entry["action"] == action}
 
 
 def test_gc_removes_only_marked_old_orphans(stack, spark, database, tmp_path):
@@ -222,17 +204,17 @@ def test_gc_removes_only_marked_old_orphans(stack, spark, database, tmp_path):
     staging_dir = root / ours[0]
     assert staging_dir.exists()
 
-    young = _gc_cli("--database", database, "--min-age", "1h")
-    assert not _entries(young, "removed") and not _entries(young, "would be removed")
-    assert any("younger than min_age" in why for why in _entries(young, "kept").values())
+    young = gc_cli("--database", database, "--min-age", "1h")
+    assert not entries(young, "removed") and not entries(young, "would be removed")
+    assert any("younger than min_age" in why for why in entries(young, "kept").values())
     assert staging_dir.exists() and empty_dir.exists()
 
-    listing = _gc_cli("--database", database, "--min-age", "0s", "--dry-run")
-    assert f"spark_catalog.{database}.{ours[0]}" in _entries(listing, "would be removed")
+    listing = gc_cli("--database", database, "--min-age", "0s", "--dry-run")
+    assert f"spark_catalog.{database}.{ours[0]}" in entries(listing, "would be removed")
     assert staging_dir.exists(), "a dry run changes nothing"
 
-    report = _gc_cli("--database", database, "--min-age", "0s")
-    removed, kept = _entries(report, "removed"), _entries(report, "kept")
+    report = gc_cli("--database", database, "--min-age", "0s")
+    removed, kept = entries(report, "removed"), entries(report, "kept")
     assert f"spark_catalog.{database}.{ours[0]}" in removed
     assert (
         kept[f"spark_catalog.{database}.__ctas_0123456789abcdef_s1"] == "reserved name without this provider's markers"
@@ -355,7 +337,7 @@ def test_a_replaced_version_stays_readable_for_sessions_that_cached_it(stack, sp
         cached.sql(read).collect()  # past the retention a session that never refreshed fails
     assert second_dir.exists() and retained_until(second_dir) is not None
 
-    kept = _entries(_gc_cli("--database", database, "--min-age", "0s"), "kept")
+    kept = entries(gc_cli("--database", database, "--min-age", "0s"), "kept")
     assert any(what.endswith(second_dir.name) and "kept for readers until" in why for what, why in kept.items())
     # Ten minutes pass: the record's time is moved back rather than waited out.
     record_file = second_dir / markers.SUPERSEDED_FILE
@@ -363,7 +345,7 @@ def test_a_replaced_version_stays_readable_for_sessions_that_cached_it(stack, sp
     assert record is not None
     record_file.write_text(dataclasses.replace(record, delete_after="2000-01-01T00:00:00+00:00").to_json())
     (second_dir / f".{markers.SUPERSEDED_FILE}.crc").unlink()  # Hadoop's checksum of the old content
-    removed = _entries(_gc_cli("--database", database, "--min-age", "0s"), "removed")
+    removed = entries(gc_cli("--database", database, "--min-age", "0s"), "removed")
     assert any(what.endswith(second_dir.name) for what in removed), removed
     assert not second_dir.exists()
     assert count(spark, target) == 30

@@ -43,21 +43,30 @@ def database_dir(spark: SparkSession, database: str) -> Path:
     return Path(urlparse(fresh(spark).catalog.getDatabase(database).locationUri).path)
 
 
-def location(spark: SparkSession, qualified: str) -> Path:
+def location_uri(spark: SparkSession, qualified: str) -> str:
     rows = fresh(spark).sql(f"DESCRIBE TABLE EXTENDED {qualified}").collect()
-    return Path(urlparse(next(r["data_type"] for r in rows if r["col_name"] == "Location")).path)
+    return str(next(r["data_type"] for r in rows if r["col_name"] == "Location"))
 
 
-def live_locations(spark: SparkSession, database: str) -> set[Path]:
-    """Every directory a table of the database reads: table locations and partition locations."""
+def location(spark: SparkSession, qualified: str) -> Path:
+    return Path(urlparse(location_uri(spark, qualified)).path)
+
+
+def live_locations_uris(spark: SparkSession, database: str) -> set[str]:
+    """Every location a table of the database reads, as URIs: table locations and partition locations."""
     session = fresh(spark)
     names = [r["tableName"] for r in session.sql(f"SHOW TABLES IN {database}").collect() if not r["isTemporary"]]
     live = set()
     for name in names:
         qualified = f"{database}.{name}"
-        live.add(location(spark, qualified))
-        live.update(Path(urlparse(uri).path) for uri in partition_locations(spark, qualified).values())
+        live.add(location_uri(spark, qualified))
+        live.update(partition_locations(spark, qualified).values())
     return live
+
+
+def live_locations(spark: SparkSession, database: str) -> set[Path]:
+    """Every directory a table of the database reads: table locations and partition locations."""
+    return {Path(urlparse(uri).path) for uri in live_locations_uris(spark, database)}
 
 
 def partition_locations(spark: SparkSession, qualified: str) -> dict[str, str]:

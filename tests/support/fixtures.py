@@ -16,6 +16,7 @@ import pytest
 
 from ctas_devstack.connect_server import ConnectServer
 from ctas_devstack.metastore import HiveMetastore
+from ctas_devstack.s3 import S3Server, s3_jars
 from tests.support.jvm import ensure_archive, submit_opts
 
 if TYPE_CHECKING:
@@ -28,14 +29,31 @@ SESSION_ROOT = Path(os.environ["AIRFLOW_HOME"]).parent
 TEST_SPARK_CONF = {"spark.ui.enabled": "false", "spark.sql.shuffle.partitions": "4"}
 
 
+S3_BUCKET = "warehouse"
+
+
 @pytest.fixture(scope="session")
-def metastore() -> Iterator[HiveMetastore]:
+def s3() -> Iterator[S3Server]:
+    """An S3-compatible server (moto, a real HTTP server in its own process) with one bucket."""
+    server = S3Server(SESSION_ROOT / "s3").start()
+    server.client().create_bucket(Bucket=S3_BUCKET)
+    yield server
+    server.stop()
+
+
+@pytest.fixture(scope="session")
+def metastore(s3: S3Server) -> Iterator[HiveMetastore]:
     """The metastore service of this test process, and the Spark settings every Spark JVM it
     starts from now on uses (``SPARK_SUBMIT_OPTS``, inherited by tasks, drivers and servers;
-    ``tests/support/jvm.py`` says why not a spark-defaults.conf)."""
-    archive = ensure_archive()
-    service = HiveMetastore(SESSION_ROOT / "hms").start()
-    os.environ["SPARK_SUBMIT_OPTS"] = submit_opts({**service.spark_conf(), **TEST_SPARK_CONF}, archive)
+    ``tests/support/jvm.py`` says why not a spark-defaults.conf). Both reach the S3 server too, as a
+    cluster's configuration would: databases on ``s3a://warehouse/...`` hold tables on it."""
+    jars = s3_jars()
+    # On every Spark JVM's class path, as a cluster whose Hadoop has the S3A connector would have it.
+    os.environ["SPARK_DIST_CLASSPATH"] = os.pathsep.join(jars)
+    archive = ensure_archive(os.environ["SPARK_DIST_CLASSPATH"])
+    service = HiveMetastore(SESSION_ROOT / "hms", extra_jars=jars, hadoop_conf=s3.hadoop_conf()).start()
+    s3_conf = {f"spark.hadoop.{key}": value for key, value in s3.hadoop_conf().items()}
+    os.environ["SPARK_SUBMIT_OPTS"] = submit_opts({**service.spark_conf(), **TEST_SPARK_CONF, **s3_conf}, archive)
     yield service
     service.stop()
 
@@ -78,6 +96,15 @@ def spark(metastore: HiveMetastore) -> Iterator[SparkSession]:
 def database(spark: SparkSession) -> Iterator[str]:
     name = f"t_{uuid.uuid4().hex[:10]}"
     spark.sql(f"CREATE DATABASE {name}")
+    yield name
+    spark.sql(f"DROP DATABASE IF EXISTS {name} CASCADE")
+
+
+@pytest.fixture
+def s3_database(spark: SparkSession, s3: S3Server) -> Iterator[str]:
+    """A database whose location is on the S3 server: its tables live in the bucket."""
+    name = f"s3_{uuid.uuid4().hex[:10]}"
+    spark.sql(f"CREATE DATABASE {name} LOCATION 's3a://{S3_BUCKET}/{name}.db'")
     yield name
     spark.sql(f"DROP DATABASE IF EXISTS {name} CASCADE")
 

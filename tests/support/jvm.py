@@ -68,12 +68,12 @@ def _spark_jars() -> list[str]:
     return sorted(p.name for p in (Path(pyspark.__file__).parent / "jars").glob("*.jar"))
 
 
-def archive_path() -> Path:
-    key = "\n".join([_java_version(), *_spark_jars(), str(CONF_DIR), *JVM_FLAGS])
+def archive_path(dist_classpath: str) -> Path:
+    key = "\n".join([_java_version(), *_spark_jars(), str(CONF_DIR), dist_classpath, *JVM_FLAGS])
     return LOCAL / "cds" / f"spark-{hashlib.sha256(key.encode()).hexdigest()[:16]}.jsa"
 
 
-def _dump(target: Path) -> bool:
+def _dump(target: Path, dist_classpath: str) -> bool:
     work = Path(tempfile.mkdtemp(prefix="ctas-cds-"))
     (work / "app.py").write_text(_DUMP_APP)
     partial = target.with_suffix(".partial")
@@ -86,7 +86,12 @@ def _dump(target: Path) -> bool:
         f"-Dspark.hadoop.javax.jdo.option.ConnectionURL=jdbc:derby:;databaseName={work / 'metastore_db'};create=true",
         f"-Dderby.system.home={work}",
     ]
-    env = {**os.environ, "SPARK_CONF_DIR": str(CONF_DIR), "SPARK_SUBMIT_OPTS": " ".join(options)}
+    env = {
+        **os.environ,
+        "SPARK_CONF_DIR": str(CONF_DIR),
+        "SPARK_DIST_CLASSPATH": dist_classpath,
+        "SPARK_SUBMIT_OPTS": " ".join(options),
+    }
     spark_submit = Path(sys.executable).with_name("spark-submit")
     done = subprocess.run(
         [str(spark_submit), "--master", "local[2]", str(work / "app.py")],
@@ -104,20 +109,21 @@ def _dump(target: Path) -> bool:
     return True
 
 
-def ensure_archive() -> Path | None:
+def ensure_archive(dist_classpath: str) -> Path | None:
     """The archive for this JDK, these jars and flags; made once (about 35 s), under a lock so
     that parallel test workers make it only once. None if it cannot be made (JVMs start as usual),
-    or with ``CTAS_TEST_CDS=0`` (to compare)."""
+    or with ``CTAS_TEST_CDS=0`` (to compare). ``dist_classpath``: the ``SPARK_DIST_CLASSPATH`` every
+    test JVM gets (the Hadoop connectors a cluster's Hadoop would have, e.g. S3A)."""
     if os.environ.get("CTAS_TEST_CDS") == "0":
         return None
     CONF_DIR.mkdir(parents=True, exist_ok=True)
     if any(CONF_DIR.iterdir()):
         raise RuntimeError(f"{CONF_DIR} must stay empty: it is every test JVM's SPARK_CONF_DIR")
-    target = archive_path()
+    target = archive_path(dist_classpath)
     target.parent.mkdir(parents=True, exist_ok=True)
     with open(target.parent / ".lock", "w") as lock:
         fcntl.flock(lock, fcntl.LOCK_EX)
-        if target.exists() or _dump(target):
+        if target.exists() or _dump(target, dist_classpath):
             return target
     return None
 

@@ -13,6 +13,7 @@ from airflow_provider_ctas.catalogs.session_catalog.plan import (
     Publish,
     choose_mechanism,
     column_order,
+    on_object_store,
     schema_drift,
     shape_differences,
 )
@@ -27,12 +28,13 @@ NEW = (("id", "bigint"), ("name", "string"))
 @dataclass
 class Shape:
     provider: str = "parquet"
+    table_type: str = "MANAGED"
     partition_columns: list[str] = field(default_factory=list)
     bucketed: bool = False
     columns: list[tuple[str, str]] = field(default_factory=lambda: list(NEW))
 
 
-def choose(info: Shape | None, mode: Mode = Mode.REPLACE, allow_swap: bool = False, partition_by=(), new=NEW):
+def choose(info: Shape | None, mode: Mode = Mode.REPLACE, allow_swap: bool = False, partition_by=(), new=NEW, **kw):
     return choose_mechanism(
         target="db.t",
         info=info,
@@ -41,6 +43,7 @@ def choose(info: Shape | None, mode: Mode = Mode.REPLACE, allow_swap: bool = Fal
         partition_by=partition_by,
         allow_swap=allow_swap,
         new=new,
+        **kw,
     )
 
 
@@ -128,3 +131,20 @@ def test_ownership_predicates_recovery_and_gc_share():
     assert ownership.feeds("/w/d/t/", ["/w/d/t"])
     assert not ownership.feeds("/w/d/t", ["/w/d/t2"])
     assert "not created by airflow-provider-ctas" in ownership.describe_owner({})
+
+
+def test_on_an_object_store_nothing_publishes_by_moving_data():
+    assert on_object_store("s3a://bucket/warehouse/db.db") and on_object_store("GS://b/w")
+    assert not on_object_store("file:/w/db.db") and not on_object_store("hdfs://nn/w") and not on_object_store("/w")
+    # A new table and a swap publish external staging there: the rename is metadata only.
+    assert Plan(Publish.RENAME, object_store=True).external_staging
+    assert Plan(Publish.SWAP, object_store=True).external_staging
+    assert not Plan(Publish.SWAP).external_staging
+    reshaped = Shape(columns=[("id", "int")])
+    with pytest.raises(UnsupportedTargetError, match="copy every object"):
+        choose(reshaped, allow_swap=True, object_store=True)  # a managed target's rename copies its data
+    assert choose(Shape(table_type="EXTERNAL", columns=[("id", "int")]), allow_swap=True, object_store=True)[0] is (
+        Publish.SWAP
+    )
+    assert choose(Shape(), object_store=True) == (Publish.FLIP, [])  # same shape: a flip copies nothing
+    assert Plan.from_dict(Plan(Publish.RENAME, object_store=True).to_dict()).object_store

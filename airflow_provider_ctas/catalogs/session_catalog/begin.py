@@ -11,7 +11,13 @@ from airflow_provider_ctas.catalogs.query import as_subquery
 from airflow_provider_ctas.catalogs.session_catalog import ownership, recovery
 from airflow_provider_ctas.catalogs.session_catalog.catalog import TableInfo, now_iso
 from airflow_provider_ctas.catalogs.session_catalog.context import RunContext
-from airflow_provider_ctas.catalogs.session_catalog.plan import Plan, Publish, choose_mechanism, column_order
+from airflow_provider_ctas.catalogs.session_catalog.plan import (
+    Plan,
+    Publish,
+    choose_mechanism,
+    column_order,
+    on_object_store,
+)
 from airflow_provider_ctas.catalogs.session_catalog.publish.rename import target_appeared
 from airflow_provider_ctas.catalogs.session_catalog.table import Mode
 from airflow_provider_ctas.core import markers
@@ -54,6 +60,7 @@ def begin(ctx: RunContext, report: PhaseReport) -> Plan:
         return Plan(skip=skip)
     schema = _analyse(ctx)
     columns = tuple((f.name, f.dataType.simpleString()) for f in schema.fields)
+    object_store = on_object_store(ctx.catalog.db_location(target.database))
     mechanism, problems = choose_mechanism(
         target=str(target),
         info=info,
@@ -62,6 +69,7 @@ def begin(ctx: RunContext, report: PhaseReport) -> Plan:
         partition_by=ctx.table.partition_by,
         allow_swap=ctx.table.allow_swap,
         new=columns,
+        object_store=object_store,
     )
     if problems:
         ctx.log.warning(
@@ -69,12 +77,12 @@ def begin(ctx: RunContext, report: PhaseReport) -> Plan:
             "for the moment between two renames (allow_swap=True)"
         )
     ctx.details["publish_mechanism"] = mechanism.value
-    plan = Plan(mechanism, columns)
+    plan = Plan(mechanism, columns, object_store=object_store)
     location, touched = _create_staging(ctx, plan, schema)
     report.touched.append(touched)
     ctx.progress.reached = Reached.BEGUN
     ctx.fault("after_begin")
-    return Plan(mechanism, columns, location)
+    return Plan(mechanism, columns, location, object_store=object_store)
 
 
 def _decide_on_existing_target(ctx: RunContext, info: TableInfo) -> Outcome | None:
@@ -104,10 +112,11 @@ def _decide_on_existing_target(ctx: RunContext, info: TableInfo) -> Outcome | No
     if mode is Mode.CREATE_IF_NOT_EXISTS:
         ctx.log.info(f"{target} exists ({owner}); create_if_not_exists: nothing to do")
         return _skip(ctx, Outcome.TARGET_EXISTS)
-    if info.table_type != "MANAGED":
+    if not ownership.replaceable(info.table_type, info.properties):
         raise UnsupportedTargetError(
             f"{target} is an {info.table_type or 'unknown'} table with data at {info.location}; replace "
-            "only replaces managed tables, whose data the metastore owns"
+            "only replaces managed tables, whose data the metastore owns, and external tables this "
+            "provider published"
         )
     return None
 

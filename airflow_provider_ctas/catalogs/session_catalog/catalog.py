@@ -138,6 +138,10 @@ class CatalogClient:
         """Partition values (in ``columns`` order) to location."""
         return self.engine.partitions(ref, columns)
 
+    def tables(self, database: str) -> list[TableRef]:
+        rows = self.sql(f"SHOW TABLES IN {quote(database)}")
+        return [TableRef(database, row["tableName"]) for row in rows if not row["isTemporary"]]
+
     def live_locations(self, ref: TableRef) -> list[str]:
         """Where ``ref`` reads data from: its location and, if partitioned, every partition's."""
         info = self.table_info(ref)

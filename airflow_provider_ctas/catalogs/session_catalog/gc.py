@@ -14,6 +14,7 @@ from typing import TYPE_CHECKING, Any
 
 from airflow_provider_ctas.catalogs.session_catalog import ownership
 from airflow_provider_ctas.catalogs.session_catalog.catalog import CatalogClient, TableInfo
+from airflow_provider_ctas.catalogs.session_catalog.plan import on_object_store
 from airflow_provider_ctas.core import markers
 from airflow_provider_ctas.core.errors import InvalidInputError
 from airflow_provider_ctas.core.identifiers import TableRef, validate_name
@@ -51,6 +52,7 @@ class SessionCatalogGc:
         self.log = log
         self.now = datetime.now(UTC)
         self.entries: list[dict[str, Any]] = []
+        self._readers: dict[str, dict[str, list[str]]] = {}
 
     def run(self) -> dict[str, Any]:
         for database in self.params.databases:
@@ -170,9 +172,30 @@ class SessionCatalogGc:
             if not self._blocked(path, marker.txn_id, marker.created_at, marker.task):
                 self._delete(path, "orphan staging directory", txn_id=marker.txn_id, task=marker.task)
         elif not live:
-            self._note("kept", path, f"published data of {marker.target}, which no longer exists (renamed?)")
+            self._unread(database, path, marker)
         else:
             self._superseded(path, marker)
+
+    def _unread(self, database: str, path: str, marker: markers.MarkerFile) -> None:
+        """Published data whose target no longer exists: read by a table renamed since, or left by a
+        DROP TABLE. On an object store this provider's tables are external (their data outlives
+        DROP TABLE), so data no table of the database reads goes; elsewhere a dropped table took its
+        data with it, and what is left is kept for a person to look at."""
+        reader = next((t for t, live in self._database_readers(database).items() if ownership.feeds(path, live)), None)
+        if reader is not None:
+            self._note("kept", path, f"published data of {marker.target}, read by {reader}")
+        elif not on_object_store(path):
+            self._note("kept", path, f"published data of {marker.target}, which no longer exists (renamed?)")
+        else:
+            self._superseded(path, marker, f"data of {marker.target}, dropped since (an external table)")
+
+    def _database_readers(self, database: str) -> dict[str, list[str]]:
+        """Every table of ``database`` and where it reads from (computed once per pass)."""
+        if database not in self._readers:
+            self._readers[database] = {
+                ref.qualified: self.catalog.live_locations(ref) for ref in self.catalog.tables(database)
+            }
+        return self._readers[database]
 
     def _unmarked(self, path: str) -> None:
         """A directory under a reserved name without our marker: only an empty one goes."""
@@ -192,15 +215,17 @@ class SessionCatalogGc:
                     retired, f"a superseded partition of {record.target}, retained until {record.delete_after}"
                 )
 
-    def _superseded(self, path: str, marker: markers.MarkerFile) -> None:
-        """Published data no table reads any more: a superseded version, kept for its retention."""
+    def _superseded(self, path: str, marker: markers.MarkerFile, why: str = "") -> None:
+        """Published data no table reads any more (a superseded version; on an object store also
+        a dropped table's): kept while a retention record says readers may still use it."""
+        why = why or f"a superseded version of {marker.target}"
         records = self._records_within(path)
         if records:
             if all(self._retention_over(retired, record) for retired, record in records):
-                self._delete(path, f"a superseded version of {marker.target}, its retention over", txn_id=marker.txn_id)
+                self._delete(path, f"{why}, its retention over", txn_id=marker.txn_id)
             return
         if not self._blocked(path, marker.txn_id, marker.published_at, marker.task):
-            self._delete(path, f"a superseded version of {marker.target}", txn_id=marker.txn_id)
+            self._delete(path, why, txn_id=marker.txn_id)
 
     def _records_within(self, path: str, depth: int = 4) -> list[tuple[str, markers.SupersededRecord]]:
         """Superseded versions at ``path`` or in partition directories below it (records written by

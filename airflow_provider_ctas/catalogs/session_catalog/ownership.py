@@ -34,6 +34,12 @@ def created_by_provider(properties: Mapping[str, str]) -> bool:
     return markers.TXN_ID in properties
 
 
+def replaceable(table_type: str, properties: Mapping[str, str]) -> bool:
+    """A target a replace may point elsewhere: a managed table (the metastore owns its data) or an
+    external one this provider published (on an object store every table it creates is external)."""
+    return table_type == "MANAGED" or (table_type == "EXTERNAL" and created_by_provider(properties))
+
+
 def feeds(path: str, live: Sequence[str]) -> bool:
     """A table reads from ``path``: its location or a partition's is ``path`` or inside it."""
     path = path.rstrip("/")

@@ -31,12 +31,23 @@ class Publish(StrEnum):
 # dropping the staging metadata never deletes the data the target now reads.
 EXTERNAL_STAGING = frozenset({Publish.FLIP, Publish.PARTITIONS})
 
+# Filesystems where a directory rename is a copy of every object (and not atomic).
+OBJECT_STORE_SCHEMES = frozenset({"s3", "s3a", "s3n", "gs", "abfs", "abfss", "wasb", "wasbs", "oss", "cosn", "obs"})
+
+
+def on_object_store(location: str) -> bool:
+    """Whether ``location`` (a database's, a table's) is on an object store, by its URI scheme."""
+    scheme, sep, _ = location.partition("://")
+    return bool(sep) and scheme.lower() in OBJECT_STORE_SCHEMES
+
 
 class TargetShape(Protocol):
     """What the plan needs to know about an existing target (``catalog.TableInfo`` has it)."""
 
     @property
     def provider(self) -> str: ...
+    @property
+    def table_type(self) -> str: ...
     @property
     def partition_columns(self) -> list[str]: ...
     @property
@@ -53,10 +64,15 @@ class Plan:
     columns: tuple[Column, ...] = ()
     staging_location: str | None = None
     skip: Outcome | None = None
+    object_store: bool = False
+    """The target's database lives on an object store: no publish may move data there."""
 
     @property
     def external_staging(self) -> bool:
-        return self.mechanism in EXTERNAL_STAGING
+        """Staging is an external table over a marked directory that the target takes over as it is.
+        On an object store a rename of a managed table would copy every object, so there even a
+        new table (rename) and a swap publish external staging: a metadata-only rename."""
+        return self.mechanism in EXTERNAL_STAGING or (self.object_store and self.mechanism is not None)
 
     def to_dict(self) -> dict[str, Any]:
         return {
@@ -64,6 +80,7 @@ class Plan:
             "columns": [list(c) for c in self.columns],
             "staging_location": self.staging_location,
             "skip": self.skip.value if self.skip else None,
+            "object_store": self.object_store,
         }
 
     @classmethod
@@ -77,6 +94,7 @@ class Plan:
                 columns,
                 None if location is None else str(location),
                 Outcome(skip) if skip is not None else None,
+                bool(data["object_store"]),
             )
         except (KeyError, TypeError, ValueError) as exc:
             raise CorruptStateError(f"plan is invalid: {exc}") from exc
@@ -131,6 +149,7 @@ def choose_mechanism(
     partition_by: Sequence[str],
     allow_swap: bool,
     new: Sequence[Column],
+    object_store: bool = False,
 ) -> tuple[Publish, list[str]]:
     """The one-step publish the target allows, with the problems a swap accepts (to warn about)."""
     if info is None:
@@ -142,6 +161,12 @@ def choose_mechanism(
     problems = shape_differences(info, table_format, partition_by, new)
     if not problems:
         return Publish.FLIP, []
+    if allow_swap and object_store and info.table_type == "MANAGED":
+        raise UnsupportedTargetError(
+            f"replace cannot swap {target} on an object store: it is a managed table, and renaming one "
+            "makes the metastore copy every object of it; keep its shape (a replace then flips its "
+            "location, copying nothing), or drop it once and let this provider create it"
+        )
     if allow_swap:
         return Publish.SWAP, problems
     raise UnsupportedTargetError(

@@ -6,7 +6,7 @@ by the driver itself when a phase fails before publishing.
 
 from __future__ import annotations
 
-from airflow_provider_ctas.catalogs.session_catalog import ownership
+from airflow_provider_ctas.catalogs.session_catalog import ownership, retention
 from airflow_provider_ctas.catalogs.session_catalog.catalog import TableInfo
 from airflow_provider_ctas.catalogs.session_catalog.context import RunContext
 from airflow_provider_ctas.core import markers
@@ -74,6 +74,9 @@ def settle_backup(ctx: RunContext, backup: TableRef, info: TableInfo | None, try
         )
         return []
     ctx.catalog.drop(backup)
+    if info.table_type == "EXTERNAL" and info.location:
+        # An external table's data outlives DROP TABLE: retire it as a flip retires its old directory.
+        return [f"{backup} (previous version's table dropped)", *retention.remove_superseded(ctx, info.location, "")]
     return [f"{backup} (previous version dropped)"]
 
 

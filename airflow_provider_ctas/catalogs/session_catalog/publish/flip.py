@@ -9,7 +9,7 @@ from __future__ import annotations
 import time
 
 from airflow_provider_ctas import __version__
-from airflow_provider_ctas.catalogs.session_catalog import retention
+from airflow_provider_ctas.catalogs.session_catalog import ownership, retention
 from airflow_provider_ctas.catalogs.session_catalog.catalog import now_iso
 from airflow_provider_ctas.catalogs.session_catalog.context import RunContext
 from airflow_provider_ctas.catalogs.session_catalog.plan import Publish, shape_differences
@@ -25,7 +25,7 @@ def publish_by_flip(ctx: RunContext, pub: Publication) -> None:
     if target_info is None:
         raise PublishError(f"{target} disappeared since begin; the next try will create it")
     problems = shape_differences(target_info, table.table_format, table.partition_by, plan.columns)
-    if problems or target_info.table_type != "MANAGED":
+    if problems or not ownership.replaceable(target_info.table_type, target_info.properties):
         raise PublishError(f"{target} changed since begin ({'; '.join(problems) or target_info.table_type})")
     old_location, new_location = target_info.location or "", plan.staging_location or ""
     started = time.monotonic()

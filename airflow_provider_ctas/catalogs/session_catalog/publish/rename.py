@@ -40,8 +40,11 @@ def publish_by_rename(ctx: RunContext, pub: Publication) -> None:
         raise PublishError(f"could not rename {staging} to {target}: {first_line(exc)}") from exc
     seconds = time.monotonic() - started
     ctx.progress.publish()
-    ctx.details["publish"] = {"mechanism": Publish.RENAME.value, "seconds": round(seconds, 3)}
-    report.touched.append(f"{staging} -> {target} (renamed in {seconds:.3f}s)")
+    # External staging (object stores): the rename is metadata only and the table stays external.
+    external = pub.plan.external_staging
+    ctx.details["publish"] = {"mechanism": Publish.RENAME.value, "seconds": round(seconds, 3), "external": external}
+    kind = "external, no data moved" if external else "managed"
+    report.touched.append(f"{staging} -> {target} (renamed in {seconds:.3f}s, {kind})")
 
 
 def target_appeared(ctx: RunContext, wait_seconds: float = 10.0) -> bool:

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import time
 
+from airflow_provider_ctas.catalogs.session_catalog import ownership
 from airflow_provider_ctas.catalogs.session_catalog.catalog import now_iso
 from airflow_provider_ctas.catalogs.session_catalog.context import RunContext
 from airflow_provider_ctas.catalogs.session_catalog.plan import Publish
@@ -27,7 +28,7 @@ def publish_by_swap(ctx: RunContext, pub: Publication) -> None:
         return
     table = ctx.table
     target, backup = table.target, table.backup_table()
-    if target_info.table_type != "MANAGED":
+    if not ownership.replaceable(target_info.table_type, target_info.properties):
         raise UnsupportedTargetError(f"{target} became a {target_info.table_type} table; not replacing it")
     ctx.catalog.set_properties(staging, provenance)
     ctx.catalog.set_properties(
