@@ -38,6 +38,7 @@ APPROACHES = {
     "plain": "(a) SparkSubmitOperator, plain CTAS partitioned by country (not atomic)",
     "plain_flat": "(a') SparkSubmitOperator, plain CTAS unpartitioned (not atomic)",
     "atomic_create": "(b) AtomicCtasOperator, mode=create (partitioned)",
+    "atomic_create_checks": "(b) AtomicCtasOperator, mode=create (partitioned), checks: row count, 2 not-null, unique",
     "atomic_replace_flip": "(b) AtomicCtasOperator, mode=replace, same shape (unpartitioned): flip, the default",
     "atomic_replace_swap": "(b) AtomicCtasOperator, mode=replace, partitioned: swap (opt-in, allow_swap)",
     "atomic_overwrite_partitions": "(b) AtomicCtasOperator, mode=overwrite_partitions",
@@ -54,6 +55,7 @@ BASELINE = {
     "plain": "plain",
     "plain_flat": "plain_flat",
     "atomic_create": "plain",
+    "atomic_create_checks": "plain",
     "atomic_replace_flip": "plain_flat",
     "atomic_replace_swap": "plain",
     "atomic_overwrite_partitions": "plain",
@@ -74,7 +76,7 @@ REPLACING = {
     "connect_replace_swap": ("replaced", "connect_create"),
     "connect_overwrite_partitions": ("events", "connect_overwrite_partitions"),
 }
-PHASES = ("begin", "prepare", "commit", "statement")
+PHASES = ("begin", "prepare", "audit", "commit", "statement")
 BACKFILL_SECTION = "\n## Backfill throughput\n"
 CONNECT_CONN_ID = "spark_connect_bench"
 DRIVER_MEMORY = "4g"  # every approach's driver (local[2]: the executors run inside it)

@@ -22,6 +22,12 @@ from typing import Any
 APPS = Path(__file__).resolve().parent / "apps"
 CONF = {"spark.log.level": "WARN", "spark.ui.showConsoleProgress": "false"}
 CONNECT_CONN_ID = "spark_connect_bench"
+# A typical audit (issue 20): one aggregate scan for the row count and not-nulls, a distinct count for the key.
+CHECKS = [
+    {"type": "row_count", "min": 1},
+    {"type": "not_null", "columns": ["order_id", "customer_id"]},
+    {"type": "unique", "columns": ["order_id"]},
+]
 DAG = """\
 import json
 import pendulum
@@ -62,7 +68,7 @@ def operator_source(approach: str, target: str, sql_file: str, result_file: str)
         f"AtomicCtasOperator(task_id='ctas', target_table={target!r}, sql={sql!r}, "
         f"mode={mode.split('_')[0] if mode.startswith(('create', 'replace')) else mode!r}, "
         f"partition_by={[] if column == '-' else [column]!r}, allow_swap={mode == 'replace_swap'}, "
-        f"conn_id={connection!r})"
+        f"conn_id={connection!r}{f', checks={CHECKS!r}' if approach.endswith('_checks') else ''})"
     )
 
 

@@ -85,6 +85,16 @@ def _is_templated(value: object) -> bool:
     return isinstance(value, str) and ("{{" in value or "{%" in value)
 
 
+def _rendered_submit_options(value: object) -> dict[str, Any]:
+    """spark_submit_options once templates rendered: a dict (values may have been templates)."""
+    if value is not None and not isinstance(value, Mapping):
+        raise InvalidInputError(
+            f"spark_submit_options must render to a dict, got {type(value).__name__}: template its values, "
+            "or render the whole dict with the DAG's render_template_as_native_obj=True"
+        )
+    return validate_submit_options(value)
+
+
 # Airflow runs a shallow copy of the operator (``prepare_for_execution``), so lifecycle callbacks
 # must act on the instance in the context, not on the one they were bound to at DAG parse time.
 def _operator(context: Context) -> AtomicCtasOperator:
@@ -152,8 +162,18 @@ class AtomicCtasOperator(CtasLineageMixin, BaseOperator):
         ``[openlineage] spark_inject_parent_job_info``).
     """
 
-    template_fields: Sequence[str] = ("sql", "target_table", "partition_by", "table_properties", "conf", "checks")
-    template_ext: Sequence[str] = (".sql",)
+    template_fields: Sequence[str] = (
+        "sql",
+        "target_table",
+        "mode",
+        "partition_by",
+        "table_properties",
+        "conn_id",
+        "conf",
+        "spark_submit_options",
+        "checks",
+    )
+    template_ext: Sequence[str] = (".sql", ".hql")
     template_fields_renderers: ClassVar[dict[str, str]] = {"sql": "sql", "table_properties": "json", "conf": "json"}
     ui_color = "#e4f0e8"
 
@@ -172,7 +192,7 @@ class AtomicCtasOperator(CtasLineageMixin, BaseOperator):
         retry_on_failed_checks: bool = False,
         conn_id: str = "spark_default",
         conf: Mapping[str, Any] | None = None,
-        spark_submit_options: Mapping[str, Any] | None = None,
+        spark_submit_options: Mapping[str, Any] | str | None = None,
         openlineage_inject_parent_job_info: bool | None = None,
         on_execute_callback: Callback | Sequence[Callback] | None = None,
         on_success_callback: Callback | Sequence[Callback] | None = None,
@@ -189,8 +209,11 @@ class AtomicCtasOperator(CtasLineageMixin, BaseOperator):
         )
         self.sql = sql
         self.target_table = target_table
-        # The strategy serving this format checks what it can before any template renders.
-        strategy_for(table_format).check_options(mode, table_format, superseded_retention)
+        # The strategy serving this format checks what it can before any template renders; templated
+        # values are checked once rendered, in begin, before any Spark work.
+        strategy_for(table_format).check_options(
+            "create" if _is_templated(mode) else mode, table_format, superseded_retention
+        )
         self.mode = mode
         self.partition_by = (
             [partition_by] if isinstance(partition_by, str) and not _is_templated(partition_by) else partition_by
@@ -203,7 +226,11 @@ class AtomicCtasOperator(CtasLineageMixin, BaseOperator):
         self.retry_on_failed_checks = retry_on_failed_checks
         self.conn_id = conn_id
         self.conf = conf
-        self.spark_submit_options = validate_submit_options(spark_submit_options)
+        self.spark_submit_options: Mapping[str, Any] | str = (
+            spark_submit_options
+            if isinstance(spark_submit_options, str) and _is_templated(spark_submit_options)
+            else _rendered_submit_options(spark_submit_options)
+        )
         self.openlineage_inject_parent_job_info = (
             conf_.getboolean("openlineage", "spark_inject_parent_job_info", fallback=False)
             if openlineage_inject_parent_job_info is None
@@ -247,7 +274,8 @@ class AtomicCtasOperator(CtasLineageMixin, BaseOperator):
             )
 
             conf = inject_parent_job_information_into_spark_properties(conf, context)
-        return SparkSubmitRunner(conn_id=self.conn_id, conf=conf, submit_options=self.spark_submit_options)
+        options = _rendered_submit_options(self.spark_submit_options)
+        return SparkSubmitRunner(conn_id=self.conn_id, conf=conf, submit_options=options)
 
     def _table_for(self, context: Context) -> TwoPhaseTable:
         ti = context["ti"]
@@ -273,6 +301,7 @@ class AtomicCtasOperator(CtasLineageMixin, BaseOperator):
         try:
             table = self._table_for(context)
             self._checks = validate_checks(self.checks)
+            self.spark_submit_options = _rendered_submit_options(self.spark_submit_options)
             prior = durable_table(context)
             if prior is not None:
                 table.continue_from(prior)

@@ -6,11 +6,10 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import TYPE_CHECKING, Any, NoReturn, Protocol
 
-from airflow.providers.common.compat.sdk import AirflowException, AirflowFailException
-
 from airflow_provider_ctas.catalogs import load_two_phase_table
 from airflow_provider_ctas.core.errors import AuditFailedError, CtasError, error_from_code
 from airflow_provider_ctas.core.transaction import TwoPhaseTable
+from airflow_provider_ctas.operators.exceptions import airflow_exception
 
 if TYPE_CHECKING:
     from airflow.sdk import Context
@@ -77,9 +76,8 @@ def run_failure(error: Mapping[str, str], *, retry_on_failed_checks: bool) -> Ct
 
 
 def raise_for_airflow(error: CtasError) -> NoReturn:
-    if error.retryable:
-        raise AirflowException(f"[{error.code}] {error}") from error
-    raise AirflowFailException(f"[{error.code}] {error}") from error
+    """Raise the error's Airflow exception (``operators.exceptions``): retried or not by its family."""
+    raise airflow_exception(error) from error
 
 
 def summary(table: TwoPhaseTable) -> dict[str, Any]:

@@ -61,7 +61,7 @@ def test_templated_values_are_checked_later():
 
 
 def test_template_fields_match_spark_sql_operator_conventions():
-    assert AtomicCtasOperator.template_ext == (".sql",)
+    assert AtomicCtasOperator.template_ext == (".sql", ".hql")  # as SparkSqlOperator
     assert {"sql", "target_table", "partition_by", "table_properties", "conf"} <= set(
         AtomicCtasOperator.template_fields
     )
@@ -149,3 +149,55 @@ def test_lineage_names_the_metastore_the_driver_reported_using(monkeypatch, tmp_
     assert metastore_namespace(conf) == "hive://from-conf:1234"
     assert metastore_namespace(conf, {"metastore_uris": "thrift://hms.prod:9083"}) == "hive://hms.prod:9083"
     assert metastore_namespace(conf, {"metastore_uris": ""}) == "hive://embedded"  # the driver used none
+
+
+def test_each_error_family_raises_its_own_airflow_exception_for_retry_policies():
+    from airflow.providers.common.compat.sdk import AirflowException, AirflowFailException
+    from airflow.sdk.definitions.retry_policy import ExceptionRetryPolicy, RetryAction, RetryRule
+
+    from airflow_provider_ctas.core.errors import (
+        DatabaseNotFoundError,
+        PublishError,
+        QueryFailedError,
+        SparkJobError,
+    )
+    from airflow_provider_ctas.operators import exceptions
+    from airflow_provider_ctas.operators.exceptions import airflow_exception
+
+    race = airflow_exception(PublishError("created by a concurrent run"))
+    assert type(race) is exceptions.CtasPublishFailed and isinstance(race, AirflowException)
+    assert not isinstance(race, AirflowFailException) and str(race).startswith("[PUBLISH_FAILED] ")
+    assert type(airflow_exception(SparkJobError("lost executor"))) is exceptions.CtasSparkFailed
+    failed = airflow_exception(QueryFailedError("DIVIDE_BY_ZERO"))
+    assert type(failed) is exceptions.CtasQueryFailed and isinstance(failed, AirflowFailException)
+    other = airflow_exception(DatabaseNotFoundError("no db"))
+    assert type(other) is exceptions.AtomicCtasFailure and other.code == "DATABASE_NOT_FOUND"
+    # What a DAG author writes: retry a lost create race quickly, anything else as configured.
+    lost_race = "airflow_provider_ctas.operators.exceptions.CtasPublishFailed"
+    policy = ExceptionRetryPolicy(rules=[RetryRule(exception=lost_race, action=RetryAction.RETRY)])
+    assert policy.evaluate(race, 1, 3).action is RetryAction.RETRY
+    assert policy.evaluate(airflow_exception(SparkJobError("x")), 1, 3).action is RetryAction.DEFAULT
+
+
+def test_mode_connection_and_submit_options_render_from_templates(tmp_path):
+    import jinja2
+
+    from airflow_provider_ctas.operators.atomic_ctas import _rendered_submit_options
+
+    (tmp_path / "daily.hql").write_text("SELECT '{{ params.day }}' AS day")
+    op = make(
+        sql="daily.hql",
+        mode="{{ params.mode }}",
+        conn_id="{{ params.conn }}",
+        spark_submit_options={"driver_memory": "{{ params.memory }}"},
+        conf={"spark.sql.shuffle.partitions": "{{ params.partitions }}"},
+    )
+    params = {"mode": "replace", "conn": "spark_cluster", "memory": "2g", "partitions": "8", "day": "2024-01-01"}
+    op.render_template_fields({"params": params}, jinja2.Environment(loader=jinja2.FileSystemLoader(tmp_path)))
+    assert (op.sql, op.mode, op.conn_id) == ("SELECT '2024-01-01' AS day", "replace", "spark_cluster")
+    assert op.spark_submit_options == {"driver_memory": "2g"}
+    assert op.conf == {"spark.sql.shuffle.partitions": "8"}
+    with pytest.raises(InvalidInputError, match="must render to a dict"):
+        _rendered_submit_options("{'driver_memory': '2g'}")
+    with pytest.raises(InvalidInputError, match="unsupported keys"):
+        make(spark_submit_options={"application": "{{ params.evil }}"})
