@@ -195,18 +195,17 @@ def _create_staging(ctx: RunContext, plan: Plan, schema: StructType) -> tuple[st
     if plan.external_staging:
         # External over a directory that carries its marker before the table exists: the
         # publish hands this directory to the target, and dropping staging must not delete it.
-        location = f"{ctx.catalog.db_location(table.target.database)}/{staging.table}"
-        ctx.catalog.fs.write_text(f"{location}/{markers.MARKER_FILE}", marker)
-        clauses.append(f"LOCATION {sql_string_literal(location)}")
+        directory = f"{ctx.catalog.db_location(table.target.database)}/{staging.table}"
+        ctx.catalog.fs.write_text(f"{directory}/{markers.MARKER_FILE}", marker)
+        clauses.append(f"LOCATION {sql_string_literal(directory)}")
     assignments = ", ".join(f"{sql_string_literal(k)}={sql_string_literal(v)}" for k, v in properties.items())
     clauses.append(f"TBLPROPERTIES ({assignments})")
     ctx.catalog.sql("\n".join(clauses))
-    info = ctx.catalog.table_info(staging)
-    if info is None or not info.location:
-        raise PublishError(f"staging table {staging} vanished right after it was created")
+    # A managed table's location is the one Spark itself gives it: the database's, plus its name.
+    location = f"{ctx.catalog.db_location(table.target.database)}/{staging.table}"
     if not plan.external_staging:
-        ctx.catalog.fs.write_text(f"{info.location.rstrip('/')}/{markers.MARKER_FILE}", marker)
+        ctx.catalog.fs.write_text(f"{location}/{markers.MARKER_FILE}", marker)
     ctx.details["staging_table"] = staging.qualified
-    ctx.details["staging_location"] = info.location
+    ctx.details["staging_location"] = location
     kind = "external" if plan.external_staging else "managed"
-    return info.location, f"{staging} (created, empty, {kind}, for a {(plan.mechanism or Publish.RENAME).value})"
+    return location, f"{staging} (created, empty, {kind}, for a {(plan.mechanism or Publish.RENAME).value})"

@@ -163,7 +163,8 @@ class SessionCatalogExecutor:
             provenance[markers.ROW_COUNT] = str(ctx.details["row_count"])
         if self.audit_results:
             provenance[markers.CHECKS] = summary(self.audit_results)
-        target_info = ctx.catalog.table_info(ctx.table.target)
+        # A rename needs nothing of the target: it fails if the target appeared since begin.
+        target_info = None if plan.mechanism is Publish.RENAME else ctx.catalog.table_info(ctx.table.target)
         publication = Publication(plan, target_info, staging, provenance, report)
         PUBLISHERS[plan.mechanism or Publish.RENAME](ctx, publication)
         if ctx.progress.published:
@@ -175,12 +176,19 @@ class SessionCatalogExecutor:
     def _record_publish(self, plan: Plan, published_at: str) -> None:
         """The new version's marker says it is published and which superseded versions it keeps."""
         ctx = self.ctx
-        info = ctx.catalog.table_info(ctx.table.target)
-        if info is not None and info.location:
-            ctx.details["location"] = info.location
-        root = plan.staging_location if plan.mechanism is Publish.PARTITIONS else ctx.details.get("location")
-        if isinstance(root, str) and root:
-            ctx.catalog.mark_published(root, ctx.table.txn_id, published_at, tuple(ctx.retained.values()))
+        root = self._published_location(plan)
+        if plan.mechanism is not Publish.PARTITIONS:
+            ctx.details["location"] = root
+        ctx.catalog.mark_published(root, ctx.table.txn_id, published_at, tuple(ctx.retained.values()))
+
+    def _published_location(self, plan: Plan) -> str:
+        """Where the published data lives, known without asking: the staging directory the target
+        (or its partitions) now points at, or, when the metastore moved a managed staging table
+        into place by a rename, the target's default location."""
+        if plan.external_staging and plan.staging_location:
+            return plan.staging_location
+        target = self.ctx.table.target
+        return f"{self.ctx.catalog.db_location(target.database)}/{target.table}"
 
     def abort(self, report: PhaseReport) -> None:
         ctx = self.ctx
