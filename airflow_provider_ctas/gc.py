@@ -3,8 +3,9 @@
     airflow-ctas-gc --database analytics --min-age 24h --dry-run
     airflow-ctas-gc --database analytics --min-age 24h
 
-The command line protects running transactions by age only (``--min-age`` must exceed your longest
-CTAS task); ``AtomicCtasGcOperator`` also asks Airflow which task instances are still active.
+This command line protects running transactions by age only (``--min-age`` must exceed your longest
+CTAS task); ``airflow ctas gc`` (``cli.py``) and ``AtomicCtasGcOperator`` also ask Airflow which task
+instances are still active. A failed pass exits with status 2 and a coded one-line error.
 """
 
 from __future__ import annotations
@@ -18,19 +19,27 @@ from collections.abc import Iterable, Mapping
 from datetime import timedelta
 from typing import Any
 
-from airflow_provider_ctas.core.errors import InvalidInputError
+from airflow_provider_ctas.core.errors import CtasError, InvalidInputError
 from airflow_provider_ctas.core.identifiers import validate_name
 from airflow_provider_ctas.runners.spark_submit import SparkSubmitRunner
 from airflow_provider_ctas.spark.protocol import GC_PHASES, PhaseRequest
 
-_DURATION = re.compile(r"(\d+(?:\.\d+)?)([smhd]?)")
-_UNITS = {"": 1, "s": 1, "m": 60, "h": 3600, "d": 86400}
+_DURATION = re.compile(r"(\d+(?:\.\d+)?)([smhdw]?)")
+_UNITS = {"": 1, "s": 1, "m": 60, "h": 3600, "d": 86400, "w": 604800}
+
+
+class GcFailedError(RuntimeError):
+    """The GC pass itself failed in Spark (its report's error says why)."""
+
+    code = "GC_FAILED"
 
 
 def parse_duration(text: str) -> timedelta:
     match = _DURATION.fullmatch(text.strip())
     if not match:
-        raise InvalidInputError(f"duration {text!r} is not like 90s, 30m, 24h or 7d")
+        raise InvalidInputError(
+            f"duration {text!r} is not a number with an optional unit s, m, h, d or w (e.g. 90s, 30m, 24h, 7d, 2w)"
+        )
     return timedelta(seconds=float(match.group(1)) * _UNITS[match.group(2)])
 
 
@@ -61,28 +70,38 @@ def collect_garbage(
     runner = SparkSubmitRunner(conn_id=conn_id, conf=conf, submit_options=submit_options)
     result = runner.run(request, name=f"airflow-ctas gc {','.join(names)}{' (dry run)' if dry_run else ''}")
     if not result.ok:
-        raise RuntimeError(f"garbage collection failed: {result.error}")
+        error = result.error or {}
+        raise GcFailedError(f"garbage collection failed: [{error.get('code')}] {error.get('message')}")
     return result.details
+
+
+def print_report(report: dict[str, Any]) -> None:
+    for entry in report["entries"]:
+        print(f"{entry['action']:>20}  {entry['what']}  ({entry['why']})")
+    print(f"summary: {report['summary'] or 'nothing found'}")
 
 
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--database", action="append", required=True, help="repeat for several databases")
     parser.add_argument("--conn-id", default="spark_default", help="Airflow Spark connection")
-    parser.add_argument("--min-age", default="24h", type=parse_duration, help="keep anything younger (24h)")
+    parser.add_argument("--min-age", default="24h", help="keep anything younger: 90s, 30m, 24h, 7d or 2w (24h)")
     parser.add_argument("--dry-run", action="store_true", help="only list what would be removed")
     parser.add_argument("--json", action="store_true", help="print the whole report as one line of JSON")
     parser.add_argument("--verbose", action="store_true", help="show spark-submit's output")
     args = parser.parse_args(argv)
     if not args.verbose:
         logging.getLogger("airflow.task.hooks").setLevel(logging.WARNING)
-    report = collect_garbage(databases=args.database, conn_id=args.conn_id, min_age=args.min_age, dry_run=args.dry_run)
+    try:
+        min_age = parse_duration(args.min_age)
+        report = collect_garbage(databases=args.database, conn_id=args.conn_id, min_age=min_age, dry_run=args.dry_run)
+    except (CtasError, GcFailedError) as exc:
+        print(f"airflow-ctas-gc: [{exc.code}] {exc}", file=sys.stderr)
+        return 2
     if args.json:
         print(json.dumps(report))
     else:
-        for entry in report["entries"]:
-            print(f"{entry['action']:>20}  {entry['what']}  ({entry['why']})")
-        print(f"summary: {report['summary'] or 'nothing found'}")
+        print_report(report)
     return 0
 
 

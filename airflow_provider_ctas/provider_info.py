@@ -20,6 +20,8 @@ def get_provider_info() -> dict[str, Any]:
                 "tags": ["apache"],
             }
         ],
+        # Airflow 3.2+: `airflow ctas gc`.
+        "cli": ["airflow_provider_ctas.cli.get_cli_commands"],
         "operators": [
             {
                 "integration-name": "Atomic CTAS",

@@ -10,10 +10,12 @@ from typing import Any
 from tests.support.faults import REPO
 
 
-def gc_cli(*args: str) -> dict[str, Any]:
-    """Run ``airflow-ctas-gc`` (its module) with ``args``; return its JSON report."""
+def gc_cli(*args: str, airflow: bool = False) -> dict[str, Any]:
+    """Run ``airflow-ctas-gc`` (its module), or ``airflow ctas gc`` with ``airflow``, with ``args``;
+    return its JSON report."""
+    command = ["-m", "airflow", "ctas", "gc"] if airflow else ["-m", "airflow_provider_ctas.gc"]
     process = subprocess.run(
-        [sys.executable, "-m", "airflow_provider_ctas.gc", *args, "--json"],
+        [sys.executable, *command, *args, "--json"],
         cwd=REPO,
         capture_output=True,
         text=True,

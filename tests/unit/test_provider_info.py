@@ -35,3 +35,24 @@ def test_provider_info_validates_against_airflows_schema():
 
     schema = json.loads((Path(airflow.__file__).parent / "provider_info.schema.json").read_text())
     jsonschema.validate(get_provider_info(), schema)
+
+
+def test_gc_is_an_airflow_cli_command_with_clear_errors(capsys):
+    from datetime import timedelta
+    from types import SimpleNamespace
+
+    import pytest
+
+    from airflow_provider_ctas.cli import gc_command, get_cli_commands
+    from airflow_provider_ctas.gc import parse_duration
+    from airflow_provider_ctas.provider_info import get_provider_info
+
+    assert get_provider_info()["cli"] == ["airflow_provider_ctas.cli.get_cli_commands"]
+    (group,) = get_cli_commands()
+    assert (group.name, [c.name for c in group.subcommands]) == ("ctas", ["gc"])
+    assert parse_duration("2w") == timedelta(weeks=2) and parse_duration("90s") == timedelta(seconds=90)
+    args = SimpleNamespace(database=["analytics"], conn_id="spark_default", min_age="1y", dry_run=True, json=False)
+    with pytest.raises(SystemExit) as exited:
+        gc_command(args)  # type: ignore[arg-type]
+    assert exited.value.code == 2
+    assert "[INVALID_INPUT] duration '1y' is not a number with an optional unit" in capsys.readouterr().err
