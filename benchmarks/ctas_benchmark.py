@@ -49,6 +49,11 @@ APPROACHES = {
     "connect_replace_flip": "(b) over Spark Connect, mode=replace, same shape (unpartitioned): flip",
     "connect_replace_swap": "(b) over Spark Connect, mode=replace, partitioned: swap (opt-in)",
     "connect_overwrite_partitions": "(b) over Spark Connect, mode=overwrite_partitions",
+    "s3_plain": "(a_s3) plain CTAS on S3, partitioned (not atomic)",
+    "s3_plain_flat": "(a_s3') plain CTAS on S3, unpartitioned (not atomic)",
+    "s3_atomic_create": "(b) on S3, mode=create (partitioned): external staging, metadata-only rename",
+    "s3_atomic_replace_flip": "(b) on S3, mode=replace, same shape (unpartitioned): flip",
+    "s3_atomic_overwrite_partitions": "(b) on S3, mode=overwrite_partitions",
 }
 # Each approach is compared with the plain CTAS of the same query, shape and transport.
 BASELINE = {
@@ -66,6 +71,11 @@ BASELINE = {
     "connect_replace_flip": "connect_plain_flat",
     "connect_replace_swap": "connect_plain",
     "connect_overwrite_partitions": "connect_plain",
+    "s3_plain": "s3_plain",
+    "s3_plain_flat": "s3_plain_flat",
+    "s3_atomic_create": "s3_plain",
+    "s3_atomic_replace_flip": "s3_plain_flat",
+    "s3_atomic_overwrite_partitions": "s3_plain",
 }
 # Targets that must exist before the timed runs (replacing an existing version), and the approach seeding them.
 REPLACING = {
@@ -75,7 +85,11 @@ REPLACING = {
     "connect_replace_flip": ("replaced_flat", "connect_create_flat"),
     "connect_replace_swap": ("replaced", "connect_create"),
     "connect_overwrite_partitions": ("events", "connect_overwrite_partitions"),
+    "s3_atomic_replace_flip": ("replaced_flat", "s3_atomic_create_flat"),
+    "s3_atomic_overwrite_partitions": ("events", "s3_atomic_overwrite_partitions"),
 }
+S3_DATABASE = "bench_s3"
+S3_BUCKET = "bench"
 PHASES = ("begin", "prepare", "audit", "commit", "statement")
 BACKFILL_SECTION = "\n## Backfill throughput\n"
 CONNECT_CONN_ID = "spark_connect_bench"
@@ -122,6 +136,24 @@ def start_connect_server(root: Path, env: dict[str, str]) -> Any:
     return server
 
 
+def database_of(approach: str) -> str:
+    return S3_DATABASE if approach.startswith("s3_") else DATABASE
+
+
+def start_s3_server(root: Path, env: dict[str, str]) -> Any:
+    """moto's S3 on 127.0.0.1 (its request log counts copies), the S3A jars on the class path, and
+    the bucket for the ``s3_*`` approaches' database."""
+    from ctas_devstack.s3 import S3Server, s3_jars
+
+    server = S3Server(root / "s3").start()
+    server.client().create_bucket(Bucket=S3_BUCKET)
+    env["SPARK_DIST_CLASSPATH"] = os.pathsep.join(s3_jars())
+    with (root / "spark-conf" / "spark-defaults.conf").open("a") as conf:
+        for key, value in server.hadoop_conf().items():
+            conf.write(f"spark.hadoop.{key} {value}\n")
+    return server
+
+
 def warehouse(root: Path, approach: str) -> Path:
     return root / "connect" / "warehouse" if approach.startswith("connect_") else root / "warehouse"
 
@@ -154,10 +186,10 @@ def prepare(root: Path) -> dict[str, str]:
     return env
 
 
-def reset_tables(env: dict[str, str], prefix: str) -> None:
+def reset_tables(env: dict[str, str], prefix: str, database: str = DATABASE, location: str = "-") -> None:
     subprocess.run(
         ["spark-submit", "--master", "local[2]", "--conf", "spark.log.level=WARN",
-         str(HERE / "apps" / "reset_tables.py"), DATABASE, prefix],
+         str(HERE / "apps" / "reset_tables.py"), database, prefix, location],
         env=env, check=True, capture_output=True,
     )  # fmt: skip
 
@@ -173,8 +205,11 @@ def written_bytes(warehouse: Path, since_ns: int) -> int:
     return total
 
 
-def run_one(root: Path, env: dict[str, str], approach: str, target: str, sql_file: Path) -> dict[str, Any]:
+def run_one(
+    root: Path, env: dict[str, str], approach: str, target: str, sql_file: Path, s3: Any = None
+) -> dict[str, Any]:
     result_file = root / "result.json"
+    requests_before = len(s3.requests()) if s3 is not None else 0
     result_file.unlink(missing_ok=True)
     log = root / "logs" / f"{target.split('.')[-1]}__{approach}.log"
     log.parent.mkdir(exist_ok=True)
@@ -189,7 +224,12 @@ def run_one(root: Path, env: dict[str, str], approach: str, target: str, sql_fil
     result: dict[str, Any] = json.loads(result_file.read_text())
     if result["state"] != "success":
         raise RuntimeError(f"{approach} {target}: task {result['state']}; see {log}")
-    result["bytes"] = written_bytes(warehouse(root, approach), since) + int(result.pop("deleted_bytes", 0))
+    if approach.startswith("s3_"):
+        copies = [r for r in s3.requests()[requests_before:] if r.get("copy_source")]
+        result["s3_copies"] = len(copies)  # server-side copies: a rename on S3 is made of them
+        result["bytes"] = 0  # not read back from the bucket; the local-disk rows show bytes are equal
+    else:
+        result["bytes"] = written_bytes(warehouse(root, approach), since) + int(result.pop("deleted_bytes", 0))
     result["spark_submits"] = log.read_text().count("Spark-Submit cmd")  # SparkSubmitHook logs each one
     return result
 
@@ -198,15 +238,20 @@ def measure(args: argparse.Namespace) -> dict[str, Any]:
     root = args.root.resolve()
     env = prepare(root)
     connect = any(a.startswith("connect_") for a in args.approaches)
+    s3 = start_s3_server(root, env) if any(a.startswith("s3_") for a in args.approaches) else None
     server = start_connect_server(root, env) if connect else None
     try:
-        return measure_sizes(args, root, env, connect)
+        return measure_sizes(args, root, env, connect, s3)
     finally:
         if server is not None:
             server.stop()
+        if s3 is not None:
+            s3.stop()
 
 
-def measure_sizes(args: argparse.Namespace, root: Path, env: dict[str, str], connect: bool) -> dict[str, Any]:
+def measure_sizes(
+    args: argparse.Namespace, root: Path, env: dict[str, str], connect: bool, s3: Any = None
+) -> dict[str, Any]:
     data: dict[str, Any] = {
         "machine": f"{platform.node()}: {os.cpu_count()} cores, {memory_gib():.0f} GiB, {platform.platform()}",
         "date": pendulum.now("UTC").to_iso8601_string(),
@@ -221,18 +266,20 @@ def measure_sizes(args: argparse.Namespace, root: Path, env: dict[str, str], con
         sql_file.write_text(SELECT.format(rows=rows))
         prefix = f"s{rows}_"
         reset_tables(env, prefix)
+        if s3 is not None:
+            reset_tables(env, prefix, S3_DATABASE, f"s3a://{S3_BUCKET}/{S3_DATABASE}.db")
         if connect:
             reset_connect_tables(env, prefix)
         # Untimed seeds: replace and overwrite_partitions measure replacing an existing version.
         for approach in args.approaches:
             if approach in REPLACING:
                 name, seeder = REPLACING[approach]
-                run_one(root, env, seeder, f"{DATABASE}.{prefix}{name}", sql_file)
+                run_one(root, env, seeder, f"{database_of(approach)}.{prefix}{name}", sql_file, s3)
         for repeat in range(args.repeats):
             for approach in args.approaches:
                 name = REPLACING[approach][0] if approach in REPLACING else f"{approach}_{repeat}"
-                target = f"{DATABASE}.{prefix}{name}"
-                result = run_one(root, env, approach, target, sql_file)
+                target = f"{database_of(approach)}.{prefix}{name}"
+                result = run_one(root, env, approach, target, sql_file, s3)
                 result.update(size=rows, approach=approach, repeat=repeat)
                 runs.append(result)
                 (root / "runs.json").write_text(json.dumps(data))  # render a cut-short run with --from-json
@@ -242,6 +289,8 @@ def measure_sizes(args: argparse.Namespace, root: Path, env: dict[str, str], con
                     flush=True,
                 )
         reset_tables(env, prefix)
+        if s3 is not None:
+            reset_tables(env, prefix, S3_DATABASE)
         if connect:
             reset_connect_tables(env, prefix)
     return data
@@ -302,13 +351,16 @@ def summarize(data: dict[str, Any]) -> list[dict[str, Any]]:
                     "child_rss": statistics.median(children) if children else None,
                     "spark_submits": max(r["spark_submits"] for r in runs),
                     "mechanism": runs[0].get("publish_mechanism") or "",
+                    "s3_copies": (
+                        statistics.median(r["s3_copies"] for r in runs) if all("s3_copies" in r for r in runs) else None
+                    ),
                 }
             )
     return rows
 
 
-def fmt(value: float | None, spec: str) -> str:
-    return "n/a" if value is None else format(value, spec)
+def fmt(value: float | None, spec: str, unit: str = "") -> str:
+    return "n/a" if value is None else format(value, spec) + unit
 
 
 def render_report(data: dict[str, Any], rows: list[dict[str, Any]], plot_name: str) -> str:
@@ -365,8 +417,9 @@ def render_report(data: dict[str, Any], rows: list[dict[str, Any]], plot_name: s
         "spark-submit run it includes the task's commit decision). Everything else in the wall time",
         "(JVM and SparkSession start, Airflow's task start and end) is paid by the baseline as well.",
         "",
-        "| rows | approach | begin | prepare or statement | commit | begin + commit + (prepare - baseline statement) |",
-        "|---:|---|---:|---:|---:|---:|",
+        "| rows | approach | begin | prepare or statement | audit | commit "
+        "| begin + audit + commit + (prepare - baseline statement) |",
+        "|---:|---|---:|---:|---:|---:|---:|",
     ]
     statements = {
         (row["size"], row["approach"]): row["phases"].get("statement") for row in rows if "statement" in row["phases"]
@@ -378,14 +431,30 @@ def render_report(data: dict[str, Any], rows: list[dict[str, Any]], plot_name: s
         work = phases.get("prepare", phases.get("statement"))
         base_statement = statements.get((row["size"], BASELINE[row["approach"]]))
         overhead = (
-            phases["begin"] + phases["commit"] + phases["prepare"] - base_statement
+            phases["begin"] + phases.get("audit", 0.0) + phases["commit"] + phases["prepare"] - base_statement
             if {"begin", "prepare", "commit"} <= phases.keys() and base_statement is not None
             else None
         )
         lines.append(
             f"| {size_label(row['size'])} | {APPROACHES[row['approach']]} | {fmt(phases.get('begin'), '.2f')} s | "
-            f"{fmt(work, '.2f')} s | {fmt(phases.get('commit'), '.2f')} s | {fmt(overhead, '+.2f')} s |"
+            f"{fmt(work, '.2f')} s | {fmt(phases.get('audit'), '.2f', ' s')} | {fmt(phases.get('commit'), '.2f')} s | "
+            f"{fmt(overhead, '+.2f')} s |"
         )
+    copies = [row for row in rows if row.get("s3_copies") is not None]
+    if copies:
+        lines += [
+            "",
+            "## Object copies on S3",
+            "",
+            "Server-side copy requests (`x-amz-copy-source`) in the S3 server's request log during each run",
+            "(median). Spark's default commit protocol renames task output into the run's directory, so a",
+            "plain CTAS makes copies too; an atomic run making no more copies than its baseline shows that",
+            "its publish copies nothing (the tests assert zero copies from the publish on).",
+            "",
+            "| rows | approach | copies during the run |",
+            "|---:|---|---:|",
+            *[f"| {size_label(r['size'])} | {APPROACHES[r['approach']]} | {r['s3_copies']:.0f} |" for r in copies],
+        ]
     lines += ["", "Raw runs (seconds, bytes, MB):", "", "```json", json.dumps(data["runs"], indent=1), "```", ""]
     return "\n".join(lines)
 

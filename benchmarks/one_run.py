@@ -47,6 +47,7 @@ def partition_column(approach: str) -> str:
 
 
 def operator_source(approach: str, target: str, sql_file: str, result_file: str) -> str:
+    approach = approach.removeprefix("s3_")  # the same operators; the target's database is on S3
     conf = {**CONF, "spark.pyspark.python": sys.executable, "spark.pyspark.driver.python": sys.executable}
     column = partition_column(approach)
     if approach in ("plain", "plain_flat"):
@@ -93,7 +94,7 @@ def main() -> int:
         "peak_rss_mb": resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024,
         "child_peak_rss_mb": resource.getrusage(resource.RUSAGE_CHILDREN).ru_maxrss / 1024,
     }
-    if approach.startswith(("atomic_", "connect_")) and "plain" not in approach:
+    if approach.removeprefix("s3_").startswith(("atomic_", "connect_")) and "plain" not in approach:
         from airflow.models.xcom import XComModel
         from airflow.utils.session import create_session
 

@@ -87,7 +87,7 @@ def test_phase_breakdown_sets_prepare_against_the_baseline_statement():
     assert {r["approach"]: r["phases"] for r in rows}["atomic_create"] == {"begin": 0.3, "prepare": 8.4, "commit": 0.5}
     report = bench.render_report(data, rows, "plot.png")
     line = next(x for x in report.splitlines() if "mode=create" in x and "+1.20 s" in x)
-    assert "0.30 s | 8.40 s | 0.50 s" in line
+    assert "0.30 s | 8.40 s | n/a | 0.50 s" in line  # no audit phase without checks
 
 
 def test_every_run_keeps_its_session_so_lines_never_join_two_sessions():
