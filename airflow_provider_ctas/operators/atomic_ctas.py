@@ -329,7 +329,12 @@ class AtomicCtasOperator(CtasLineageMixin, BaseOperator):
                 raise_for_airflow(cause)
             raise AirflowException(
                 "begin did not complete for this try"
-                + (f" ({type(cause).__name__}: {cause})" if cause else " (on_execute_callback did not run)")
+                + (
+                    f" ({type(cause).__name__}: {cause})"
+                    if cause
+                    else " (on_execute_callback did not run: were the operator's lifecycle callbacks replaced after "
+                    "it was built? pass your own as on_*_callback arguments, which run after the operator's)"
+                )
                 + "; refusing to start any Spark work"
             )
         return table
