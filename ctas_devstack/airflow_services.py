@@ -21,7 +21,7 @@ import sys
 from collections.abc import Mapping
 from pathlib import Path
 
-from ctas_devstack.metastore import free_port, stop_pid_file, wait_for_port
+from ctas_devstack.metastore import free_port, stop_pid_files, wait_for_port
 from ctas_devstack.postgres import create_database
 
 SERVICES = ("api-server", "scheduler", "dag-processor")
@@ -95,8 +95,7 @@ class AirflowServices:
         return self
 
     def stop(self) -> None:
-        for service in reversed(SERVICES):
-            stop_pid_file(self.root / f"{service}.pid", grace=20)
+        stop_pid_files([self.root / f"{service}.pid" for service in reversed(SERVICES)], grace=20)
 
 
 def main(argv: list[str] | None = None) -> int:

@@ -21,7 +21,7 @@ import urllib.request
 from pathlib import Path
 from typing import Any
 
-from ctas_devstack.metastore import free_port, spark_home, stop_pid_file, wait_for_port
+from ctas_devstack.metastore import free_port, spark_home, stop_pid_files, wait_for_port
 
 
 class StandaloneCluster:
@@ -96,9 +96,7 @@ class StandaloneCluster:
             return 0
 
     def stop(self) -> None:
-        for pid_file in sorted(self.root.glob("worker-*.pid")):
-            stop_pid_file(pid_file)
-        stop_pid_file(self.root / "master.pid")
+        stop_pid_files([*sorted(self.root.glob("worker-*.pid")), self.root / "master.pid"])
 
 
 def main(argv: list[str] | None = None) -> int:

@@ -12,6 +12,7 @@ wheel, bound to 127.0.0.1, backed by an embedded Derby database under ``root``.
 from __future__ import annotations
 
 import argparse
+import contextlib
 import os
 import signal
 import socket
@@ -155,19 +156,32 @@ class HiveMetastore:
 
 
 def stop_pid_file(pid_file: Path, grace: float = 10) -> None:
-    if not pid_file.exists():
-        return
-    pid = int(pid_file.read_text())
-    try:
-        os.killpg(pid, signal.SIGTERM)
-        deadline = time.monotonic() + grace
-        while time.monotonic() < deadline:
-            os.killpg(pid, 0)
-            time.sleep(0.2)
-        os.killpg(pid, signal.SIGKILL)
-    except ProcessLookupError:
-        pass
-    pid_file.unlink(missing_ok=True)
+    stop_pid_files([pid_file], grace)
+
+
+def stop_pid_files(pid_files: list[Path], grace: float = 10) -> None:
+    """SIGTERM every process group at once, wait up to ``grace`` for all of them, SIGKILL the rest:
+    services stop side by side, not one grace period after another."""
+    groups = {}
+    for pid_file in pid_files:
+        if pid_file.exists():
+            groups[pid_file] = int(pid_file.read_text())
+            with contextlib.suppress(ProcessLookupError):
+                os.killpg(groups[pid_file], signal.SIGTERM)
+    deadline = time.monotonic() + grace
+    alive = dict(groups)
+    while alive and time.monotonic() < deadline:
+        for pid_file, pid in list(alive.items()):
+            try:
+                os.killpg(pid, 0)
+            except ProcessLookupError:
+                del alive[pid_file]
+        time.sleep(0.2)
+    for pid in alive.values():
+        with contextlib.suppress(ProcessLookupError):
+            os.killpg(pid, signal.SIGKILL)
+    for pid_file in groups:
+        pid_file.unlink(missing_ok=True)
 
 
 def main(argv: list[str] | None = None) -> int:

@@ -9,8 +9,14 @@ export PATH="$PWD/.venv/bin:$PATH"
 if [ "$(bash scripts/postgres.sh start)" = started ]; then
   trap 'bash scripts/postgres.sh stop >/dev/null' EXIT
 fi
+# The tests' class-data-sharing archive of Spark's classes (tests/support/jvm.py) is made while the
+# checks run; pytest's fixtures wait for it (and make it themselves if this did not).
+mkdir -p .ctas-local
+python -m tests.support.jvm > .ctas-local/cds.log 2>&1 &
+archive=$!
 ruff check .
 ruff format --check .
 mypy
 lint-imports
+wait "$archive" || true
 pytest "$@"

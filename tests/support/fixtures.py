@@ -17,7 +17,7 @@ import pytest
 from ctas_devstack.connect_server import ConnectServer
 from ctas_devstack.metastore import HiveMetastore
 from ctas_devstack.s3 import S3Server, s3_jars
-from tests.support.jvm import ensure_archive, submit_opts
+from tests.support.jvm import ensure_archive, s3_dist_classpath, submit_opts
 
 if TYPE_CHECKING:
     from pyspark.sql import SparkSession
@@ -49,7 +49,7 @@ def metastore(s3: S3Server) -> Iterator[HiveMetastore]:
     cluster's configuration would: databases on ``s3a://warehouse/...`` hold tables on it."""
     jars = s3_jars()
     # On every Spark JVM's class path, as a cluster whose Hadoop has the S3A connector would have it.
-    os.environ["SPARK_DIST_CLASSPATH"] = os.pathsep.join(jars)
+    os.environ["SPARK_DIST_CLASSPATH"] = s3_dist_classpath()
     archive = ensure_archive(os.environ["SPARK_DIST_CLASSPATH"])
     service = HiveMetastore(SESSION_ROOT / "hms", extra_jars=jars, hadoop_conf=s3.hadoop_conf()).start()
     s3_conf = {f"spark.hadoop.{key}": value for key, value in s3.hadoop_conf().items()}

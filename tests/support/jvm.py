@@ -138,3 +138,16 @@ def submit_opts(conf: Mapping[str, str], archive: Path | None) -> str:
             raise ValueError(f"test Spark setting {key}={value!r}: no whitespace in SPARK_SUBMIT_OPTS")
         options.append(f"-D{key}={value}")
     return " ".join(options)
+
+
+def s3_dist_classpath() -> str:
+    """The SPARK_DIST_CLASSPATH every test JVM gets: the S3A connector (tests/support/fixtures.py)."""
+    from ctas_devstack.s3 import s3_jars
+
+    return os.pathsep.join(s3_jars())
+
+
+if __name__ == "__main__":
+    # scripts/test.sh makes the archive while lint and type checks run.
+    made = ensure_archive(s3_dist_classpath())
+    print(f"tests: CDS archive {made or 'not made (JVMs start without one)'}")
