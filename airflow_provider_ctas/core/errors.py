@@ -107,6 +107,25 @@ class AuditFailedError(CtasError):
     retryable = False
 
 
+class StorageNotFoundError(CtasError):
+    """The object store's bucket (or container) of the target's database does not exist."""
+
+    code = "STORAGE_NOT_FOUND"
+    retryable = False
+
+
+class StorageAccessError(CtasError):
+    """The object store refused the credentials (or there are none)."""
+
+    code = "STORAGE_ACCESS_DENIED"
+    retryable = False
+
+
+# What S3A (and the GCS/ABFS connectors) say when a bucket is missing or access is refused.
+STORAGE_NOT_FOUND_MARKERS = ("UnknownStoreException", "NoSuchBucket", "ContainerNotFound", "bucket does not exist")
+STORAGE_ACCESS_MARKERS = ("AccessDeniedException", "InvalidAccessKeyId", "SignatureDoesNotMatch", "NoAuthWithAWS")
+
+
 class UnsupportedTargetError(CtasError):
     """The existing target is of a kind this strategy must not touch (a view, an external table)."""
 
@@ -167,6 +186,8 @@ _BY_CODE: dict[str, type[CtasError]] = {
         QueryError,
         QueryFailedError,
         AuditFailedError,
+        StorageNotFoundError,
+        StorageAccessError,
         UnsupportedTargetError,
         FencedError,
         PublishError,

@@ -8,7 +8,16 @@ from __future__ import annotations
 
 import re
 
-from airflow_provider_ctas.core.errors import CtasError, QueryFailedError, SparkJobError, deterministic_condition
+from airflow_provider_ctas.core.errors import (
+    STORAGE_ACCESS_MARKERS,
+    STORAGE_NOT_FOUND_MARKERS,
+    CtasError,
+    QueryFailedError,
+    SparkJobError,
+    StorageAccessError,
+    StorageNotFoundError,
+    deterministic_condition,
+)
 
 GRPC_STATUS = re.compile(r"status = StatusCode\.(\w+)")
 GRPC_DETAILS = re.compile(r'details = "(.*)"')
@@ -47,6 +56,11 @@ def classify(exc: BaseException) -> CtasError:
         return exc
     condition = error_condition(exc)
     text = f"{condition + ': ' if condition else ''}{first_line(exc)}"
-    if deterministic_condition(condition, str(exc)):
+    full = str(exc)
+    if deterministic_condition(condition, full):
         return QueryFailedError(text)
+    if any(marker in full for marker in STORAGE_NOT_FOUND_MARKERS):
+        return StorageNotFoundError(f"the object store's bucket does not exist: {text}")
+    if any(marker in full for marker in STORAGE_ACCESS_MARKERS):
+        return StorageAccessError(f"the object store refused access (credentials?): {text}")
     return SparkJobError(text)

@@ -146,3 +146,20 @@ def test_a_wrapped_grpc_error_reads_as_its_status_and_details():
         '\tdetails = "No authentication token provided"\n\tdebug_error_string = "UNAUTHENTICATED:No auth"\n>'
     )
     assert first_line(RuntimeError(text)) == "UNAUTHENTICATED: No authentication token provided"
+
+
+def test_a_missing_bucket_or_refused_credentials_are_not_retried():
+    from airflow_provider_ctas.spark.errors import classify
+
+    missing = RuntimeError(
+        "An error occurred while calling o35.create.\n: org.apache.hadoop.fs.s3a.UnknownStoreException: "
+        "`s3a://nosuchbucket/db/x/_m.json': getFileStatus ...: NoSuchBucketException: "
+        "The specified bucket does not exist"
+    )
+    error = classify(missing)
+    assert (error.code, error.retryable) == ("STORAGE_NOT_FOUND", False)
+    assert "bucket does not exist" in str(error)
+    denied = RuntimeError("java.nio.file.AccessDeniedException: s3a://b/k: getFileStatus on s3a://b/k: Access Denied")
+    assert (classify(denied).code, classify(denied).retryable) == ("STORAGE_ACCESS_DENIED", False)
+    refused = RuntimeError("org.apache.hadoop.net.ConnectTimeoutException: connect to 127.0.0.1:9 timed out")
+    assert (classify(refused).code, classify(refused).retryable) == ("SPARK_ERROR", True)  # may pass on a retry
