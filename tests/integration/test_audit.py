@@ -158,3 +158,12 @@ def test_a_check_that_cannot_run_fails_in_begin_before_any_data_is_written(spark
     assert [(p.phase, p.status) for p in result.phases] == [("begin", "failed")]  # prepare never ran
     assert not fresh(spark).catalog.tableExists(target)
     assert leftovers(spark, database) == []
+
+
+def test_a_failed_check_on_create_leaves_no_target(spark, database):
+    target = f"{database}.fresh"
+    result, _ = run(spark, target, "SELECT id FROM range(10)", [RowCount(min=100)], mode="create")
+    assert result.error is not None and result.error["code"] == "AUDIT_FAILED"
+    assert by_name(result)["row_count"]["value"] == 10
+    assert not fresh(spark).catalog.tableExists(target)
+    assert leftovers(spark, database) == []
