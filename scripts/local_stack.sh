@@ -6,11 +6,13 @@
 # .ctas-local/stack/.
 #
 #   bash scripts/local_stack.sh start     # then: source .ctas-local/stack/airflow/env.sh
+#   CTAS_STACK_DAGS=~/my_dags bash scripts/local_stack.sh start    # serve your own DAG folder
 #   bash scripts/local_stack.sh stop
 set -euo pipefail
 cd "$(dirname "$0")/.."
 ROOT="$PWD/.ctas-local/stack"
 DATABASE="${CTAS_STACK_DATABASE:-ctas_airflow}"
+DAGS="$(cd "${CTAS_STACK_DAGS:-example_dags}" && pwd)"
 
 case "${1:-}" in
   start)
@@ -24,7 +26,7 @@ case "${1:-}" in
     export SPARK_CONF_DIR="$ROOT/spark-conf"
     export AIRFLOW_CONN_SPARK_DEFAULT='{"conn_type": "spark", "host": "spark://127.0.0.1:7077"}'
     python -m ctas_devstack.airflow_services start --root "$ROOT/airflow" \
-      --dags-folder "$PWD/example_dags" --database "$DATABASE"
+      --dags-folder "$DAGS" --database "$DATABASE"
     {
       echo "export PATH=$PWD/.venv/bin:\$PATH"
       echo "export SPARK_CONF_DIR=$SPARK_CONF_DIR"

@@ -29,6 +29,7 @@ from airflow.providers.common.compat.sdk import AirflowException, BaseOperator
 from airflow.providers.common.compat.sdk import conf as conf_
 
 from airflow_provider_ctas.catalogs import create_two_phase_table, strategy_for
+from airflow_provider_ctas.catalogs.query import validate_query
 from airflow_provider_ctas.core.checks import PLACEHOLDERS, Check, validate_checks
 from airflow_provider_ctas.core.errors import CtasError, InvalidInputError
 from airflow_provider_ctas.core.identifiers import (
@@ -83,6 +84,11 @@ def _now() -> str:
 
 def _is_templated(value: object) -> bool:
     return isinstance(value, str) and ("{{" in value or "{%" in value)
+
+
+def _has_templates(mapping: object) -> bool:
+    """A dict with a templated key or value: checked once rendered, not when the DAG is parsed."""
+    return isinstance(mapping, Mapping) and any(_is_templated(k) or _is_templated(v) for k, v in mapping.items())
 
 
 def _rendered_submit_options(value: object) -> dict[str, Any]:
@@ -237,13 +243,15 @@ class AtomicCtasOperator(CtasLineageMixin, BaseOperator):
             else openlineage_inject_parent_job_info
         )
         # Fail at DAG parse time for what is already known; templated values are checked in begin.
+        if not _is_templated(sql) and not str(sql).endswith(tuple(self.template_ext)):
+            validate_query(sql)
         if not _is_templated(target_table):
             validate_target(target_table)
         if not _is_templated(partition_by):
             validate_columns(self.partition_by, "partition_by")
             if self.mode == "overwrite_partitions" and not self.partition_by:
                 raise InvalidInputError("mode 'overwrite_partitions' needs partition_by (the partitions it overwrites)")
-        if not _is_templated(table_properties):
+        if not _is_templated(table_properties) and not _has_templates(table_properties):
             validate_table_properties(table_properties)
         validate_checks(self.checks)  # templated SQL is checked again, rendered, before any Spark work
         self._checks: tuple[Check, ...] = ()
@@ -299,6 +307,7 @@ class AtomicCtasOperator(CtasLineageMixin, BaseOperator):
         started = time.monotonic()
         self._txn, self._begin_error, self._context = None, None, context
         try:
+            validate_query(self.sql)
             table = self._table_for(context)
             self._checks = validate_checks(self.checks)
             self.spark_submit_options = _rendered_submit_options(self.spark_submit_options)

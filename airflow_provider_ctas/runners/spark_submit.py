@@ -14,6 +14,7 @@ import os
 import shutil
 import sys
 import tempfile
+import time
 import zipfile
 from collections.abc import Mapping
 from pathlib import Path
@@ -73,6 +74,26 @@ def validate_submit_options(options: Mapping[str, Any] | None) -> dict[str, Any]
     return options
 
 
+WORKDIR_PREFIX = "airflow-ctas-"
+STALE_WORKDIR_SECONDS = 86400
+
+
+def sweep_stale_workdirs(now: float | None = None) -> list[str]:
+    """Remove this user's submission folders left by tries that were killed before they could clean up
+    (a SIGKILLed task runs no ``finally``): older than a day, so never one a live task still uses."""
+    now = time.time() if now is None else now
+    removed = []
+    for path in Path(tempfile.gettempdir()).glob(f"{WORKDIR_PREFIX}*"):
+        try:
+            stat = path.stat()
+        except OSError:
+            continue
+        if path.is_dir() and stat.st_uid == os.getuid() and now - stat.st_mtime > STALE_WORKDIR_SECONDS:
+            shutil.rmtree(path, ignore_errors=True)
+            removed.append(str(path))
+    return removed
+
+
 def package_zip(directory: str) -> str:
     """Zip this package for ``--py-files`` so a cluster-mode driver runs the same code as the worker."""
     root = Path(airflow_provider_ctas.__file__).parent
@@ -124,7 +145,8 @@ class SparkSubmitRunner:
             if coordinator is None:
                 raise ValueError("a run that publishes needs the task's commit coordinator")
             self._refuse_cluster_mode()
-        workdir = tempfile.mkdtemp(prefix="airflow-ctas-")
+        sweep_stale_workdirs()
+        workdir = tempfile.mkdtemp(prefix=WORKDIR_PREFIX)
         try:
             with coordinator or contextlib.nullcontext():
                 self._coordinator = coordinator

@@ -135,7 +135,7 @@ def test_create_on_foreign_table_fails_before_any_spark_job(stack, spark, databa
     assert run.task_state == "failed" and run.try_number == 1
     txn = transaction("create_on_foreign", run.run_id)
     assert txn["details"]["error"]["code"] == "TARGET_EXISTS"
-    assert "not created by airflow-provider-ctas" in txn["details"]["error"]["message"]
+    assert "created by someone other than airflow-provider-ctas" in txn["details"]["error"]["message"]
     assert txn["details"]["spark_jobs"] == 0
     assert fresh(spark).table(target).collect()[0]["answer"] == 42
     assert properties(spark, target)["mine"] == "yes"

@@ -201,3 +201,39 @@ def test_mode_connection_and_submit_options_render_from_templates(tmp_path):
         _rendered_submit_options("{'driver_memory': '2g'}")
     with pytest.raises(InvalidInputError, match="unsupported keys"):
         make(spark_submit_options={"application": "{{ params.evil }}"})
+
+
+@pytest.mark.parametrize(
+    ("sql", "found"),
+    [("DROP TABLE x", "'DROP'"), ("  -- a comment\n insert into t select 1", "'INSERT'"), ("", "sql is empty")],
+)
+def test_sql_that_is_not_one_query_is_refused_when_the_dag_is_parsed(sql, found):
+    with pytest.raises(InvalidInputError, match=found):
+        make(sql=sql)
+
+
+def test_queries_of_every_shape_and_templated_properties_pass_parsing():
+    shapes = ("select 1", "/* c */ WITH a AS (SELECT 1) SELECT * FROM a", "VALUES (1)", "(SELECT 1)", "FROM t SELECT *")
+    for sql in shapes:
+        make(sql=sql)
+    make(sql="queries/{{ params.name }}.sql")  # rendered, then checked in begin
+    make(table_properties={"{{ params.key }}": "v"})  # a templated key is checked once rendered
+
+
+def test_stale_submission_folders_of_killed_tries_are_swept(tmp_path, monkeypatch):
+    import os
+    import tempfile
+
+    from airflow_provider_ctas.runners.spark_submit import STALE_WORKDIR_SECONDS, sweep_stale_workdirs
+
+    monkeypatch.setattr(tempfile, "tempdir", str(tmp_path))
+    old, fresh = tmp_path / "airflow-ctas-old", tmp_path / "airflow-ctas-new"
+    other = tmp_path / "not-ours"
+    for folder in (old, fresh, other):
+        folder.mkdir()
+        (folder / "request.json").write_text("{}")
+    long_ago = os.stat(fresh).st_mtime - STALE_WORKDIR_SECONDS - 60
+    os.utime(old, (long_ago, long_ago))
+    os.utime(other, (long_ago, long_ago))
+    assert sweep_stale_workdirs() == [str(old)]
+    assert not old.exists() and fresh.exists() and other.exists()

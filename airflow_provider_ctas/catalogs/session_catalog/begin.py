@@ -110,7 +110,7 @@ def _decide_on_existing_target(ctx: RunContext, info: TableInfo) -> Outcome | No
             "does not touch it (use 'replace' to replace it or 'create_if_not_exists' to skip)"
         )
     if mode is Mode.CREATE_IF_NOT_EXISTS:
-        ctx.log.info(f"{target} exists ({owner}); create_if_not_exists: nothing to do")
+        ctx.log.info(f"{target} exists (created by {owner}); create_if_not_exists: nothing to do")
         return _skip(ctx, Outcome.TARGET_EXISTS)
     if not ownership.replaceable(info.table_type, info.properties):
         raise UnsupportedTargetError(

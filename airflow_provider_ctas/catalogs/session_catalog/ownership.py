@@ -47,8 +47,9 @@ def feeds(path: str, live: Sequence[str]) -> bool:
 
 
 def describe_owner(properties: Mapping[str, str]) -> str:
+    """Who made the table, to follow 'created by' or 'exists, '."""
     if markers.DAG_ID not in properties:
-        return "a table not created by airflow-provider-ctas"
+        return "someone other than airflow-provider-ctas (it carries none of its markers)"
     return (
         f"airflow-provider-ctas in dag {properties.get(markers.DAG_ID)!r}, task {properties.get(markers.TASK_ID)!r}, "
         f"run {properties.get(markers.RUN_ID)!r} (try {properties.get(markers.TRY_NUMBER)})"
