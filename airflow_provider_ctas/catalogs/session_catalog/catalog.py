@@ -71,8 +71,10 @@ class CatalogClient:
         return self.spark.sql(statement).collect()
 
     def table_info(self, ref: TableRef) -> TableInfo | None:
-        """The table as the metastore has it now, or None: two statements (each one metastore call),
-        the first of which also answers whether the table exists."""
+        """The table as the metastore has it now, or None. Existence is asked first: a statement on a
+        missing table would make Spark log an ERROR with a stack trace, for an answer begin expects."""
+        if not self.spark.catalog.tableExists(ref.quoted):
+            return None
         described = self._rows_unless_gone(f"DESCRIBE TABLE EXTENDED {ref.quoted}")
         props = self.properties(ref) if described is not None else None
         if described is None or props is None:
