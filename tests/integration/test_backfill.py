@@ -94,21 +94,31 @@ def realistic(metastore, spark, tmp_path_factory):
     drop_database(database)
 
 
-def dag_runs(services: AirflowServices, dag_id: str) -> dict[str, str]:
+def query(services: AirflowServices, sql: str, *params: str) -> list[tuple[Any, ...]]:
     import psycopg2
 
     url = services.sql_alchemy_conn.replace("postgresql+psycopg2://", "postgresql://")
     with psycopg2.connect(url) as connection, connection.cursor() as cursor:
-        cursor.execute("SELECT run_id, state FROM dag_run WHERE dag_id = %s", (dag_id,))
-        return {run_id: state for run_id, state in cursor.fetchall()}
+        cursor.execute(sql, params)
+        return list(cursor.fetchall())
+
+
+def dag_runs(services: AirflowServices, dag_id: str) -> dict[str, str]:
+    return dict(query(services, "SELECT run_id, state FROM dag_run WHERE dag_id = %s", dag_id))
 
 
 def wait_for_runs(services: AirflowServices, dag_id: str, expect: int, timeout: float) -> dict[str, str]:
+    """Waits for the runs and for the scheduler to close their backfill.
+
+    The scheduler marks a backfill complete on a 30 s timer after its last run ends; until then
+    ``airflow backfill create`` for the same DAG is refused with AlreadyRunningBackfill.
+    """
     deadline = time.monotonic() + timeout
     while time.monotonic() < deadline:
         runs = dag_runs(services, dag_id)
         finished = {r: s for r, s in runs.items() if s in ("success", "failed")}
-        if len(runs) >= expect and len(finished) == len(runs):
+        open_backfills = query(services, "SELECT id FROM backfill WHERE dag_id = %s AND completed_at IS NULL", dag_id)
+        if len(runs) >= expect and len(finished) == len(runs) and not open_backfills:
             return runs
         time.sleep(3)
     raise TimeoutError(f"{dag_id}: runs did not finish in {timeout}s: {dag_runs(services, dag_id)}")
@@ -208,7 +218,6 @@ def test_backfill_then_reprocess_is_atomic_per_partition(realistic, spark, datab
             "backfill", "create", "--dag-id", "backfill_partitions", "--from-date", "2024-01-01",
             "--to-date", f"2024-01-{DAYS:02d}", "--max-active-runs", "4", "--reprocess-behavior", "completed",
         )  # fmt: skip
-        time.sleep(10)  # the reprocessed runs go back to queued first
         second = wait_for_runs(services, "backfill_partitions", DAYS, 1800)
         pass2 = time.monotonic() - reprocess_started
 
