@@ -20,6 +20,14 @@ def get_provider_info() -> dict[str, Any]:
                 "tags": ["apache"],
             }
         ],
+        "asset-uris": [
+            {
+                "schemes": ["hive"],
+                "handler": "airflow_provider_ctas.operators.assets.sanitize_uri",
+                "factory": "airflow_provider_ctas.operators.assets.create_asset",
+                "to_openlineage_converter": "airflow_provider_ctas.operators.assets.convert_asset_to_openlineage",
+            }
+        ],
         # Airflow 3.2+: `airflow ctas gc`.
         "cli": ["airflow_provider_ctas.cli.get_cli_commands"],
         "operators": [

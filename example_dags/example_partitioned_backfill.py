@@ -9,6 +9,9 @@ many dates can run at once, and re-running a date (`airflow backfill create ...
         --from-date 2024-01-01 --to-date 2024-01-14 --max-active-runs 4
 
 Parallel runs need a metastore service, not Spark's embedded Derby (README: a realistic local stack).
+
+Each run announces the partition it published as an asset event with that partition's key, so
+`example_orders_report` runs once per date that changed, and never for a failed run.
 """
 
 from __future__ import annotations
@@ -17,7 +20,7 @@ import datetime
 
 import pendulum
 from airflow.providers.apache.spark.operators.spark_sql import SparkSqlOperator
-from airflow.sdk import DAG
+from airflow.sdk import DAG, PartitionedAssetTimetable, task
 
 from airflow_provider_ctas.operators import AtomicCtasOperator
 
@@ -52,3 +55,20 @@ with DAG(
     )
 
     create_database >> orders_by_day
+
+
+with DAG(
+    dag_id="example_orders_report",
+    # The table's asset (hive://<metastore>/analytics/orders_by_day); the identity mapper passes each
+    # published partition key (the `ds` value) on as this DAG run's partition key.
+    schedule=PartitionedAssetTimetable(assets=orders_by_day.outlets[0]),
+    start_date=pendulum.datetime(2024, 1, 1, tz="UTC"),
+    catchup=False,
+    tags=["example", "atomic-ctas"],
+):
+
+    @task
+    def report(dag_run=None) -> str:
+        return f"orders_by_day for {dag_run.partition_key} was published"
+
+    report()

@@ -25,6 +25,7 @@ from typing import TYPE_CHECKING, Any, ClassVar
 
 import pendulum
 from airflow.providers.apache.spark.hooks.spark_connect import SparkConnectHook
+from airflow.providers.common.compat.assets import Asset, AssetAlias
 from airflow.providers.common.compat.sdk import AirflowException, BaseOperator
 from airflow.providers.common.compat.sdk import conf as conf_
 
@@ -43,6 +44,7 @@ from airflow_provider_ctas.core.transaction import (
     TwoPhaseTable,
     TxnState,
 )
+from airflow_provider_ctas.operators.assets import declared_outlets, outlet_for, record_publish_event
 from airflow_provider_ctas.operators.lineage import CtasLineageMixin
 from airflow_provider_ctas.operators.state import (
     durable_table,
@@ -163,6 +165,11 @@ class AtomicCtasOperator(CtasLineageMixin, BaseOperator):
     :param conf: Spark configuration for the application (templated), e.g. the metastore.
     :param spark_submit_options: further ``SparkSubmitHook`` arguments (``driver_memory``,
         ``jars``, ``deploy_mode``, ``properties_file``, ...).
+    :param asset_events: announce each publish as an Airflow asset event for the table's asset
+        ``hive://<metastore>/<database>/<table>`` (``hive://embedded/...`` on Spark's embedded
+        metastore), with the row count, transaction, try, publish mechanism and partitions in its
+        ``extra``; ``overwrite_partitions`` attaches the published partitions as partition keys.
+        Emitted only when this try published or a retry found its own earlier publish.
     :param openlineage_inject_parent_job_info: pass this task as the OpenLineage parent job to
         Spark's own OpenLineage listener, as ``SparkSubmitOperator`` does (default from
         ``[openlineage] spark_inject_parent_job_info``).
@@ -199,6 +206,7 @@ class AtomicCtasOperator(CtasLineageMixin, BaseOperator):
         conn_id: str = "spark_default",
         conf: Mapping[str, Any] | None = None,
         spark_submit_options: Mapping[str, Any] | str | None = None,
+        asset_events: bool = True,
         openlineage_inject_parent_job_info: bool | None = None,
         on_execute_callback: Callback | Sequence[Callback] | None = None,
         on_success_callback: Callback | Sequence[Callback] | None = None,
@@ -254,6 +262,21 @@ class AtomicCtasOperator(CtasLineageMixin, BaseOperator):
         if not _is_templated(table_properties) and not _has_templates(table_properties):
             validate_table_properties(table_properties)
         validate_checks(self.checks)  # templated SQL is checked again, rendered, before any Spark work
+        self.asset_events = asset_events
+        self._table_outlet: Asset | AssetAlias | None = None
+        if asset_events:
+            parse_time_namespace = (
+                None
+                if any(_is_templated(v) for v in (target_table, mode, conf)) or _has_templates(conf)
+                else strategy_for(self.table_format).lineage_namespace(conf, None)
+            )
+            self._table_outlet = outlet_for(
+                namespace=parse_time_namespace,
+                target=target_table,
+                mode=mode,
+                alias_name=f"airflow-ctas:{self.dag_id}.{self.task_id}",
+            )
+            self.outlets = declared_outlets(self.outlets, self._table_outlet)
         self._checks: tuple[Check, ...] = ()
         self._txn: TwoPhaseTable | None = None
         self._begin_error: BaseException | None = None
@@ -386,7 +409,23 @@ class AtomicCtasOperator(CtasLineageMixin, BaseOperator):
             time.monotonic() - started,
             table.details.get("row_count", "unknown"),
         )
+        self._announce(context, table)
         return summary(table)
+
+    def _announce(self, context: Context, table: TwoPhaseTable) -> None:
+        outlet = self._table_outlet
+        if outlet is None:
+            return
+        if isinstance(outlet, Asset) and context["ti"].map_index not in (None, -1):
+            # A mapped task's outlets are not known when the DAG is parsed (it is built from
+            # expand()'s values at run time), so its table's asset is not registered: announce it
+            # through an alias, which Airflow resolves when the event arrives.
+            mine = [o for o in self.outlets if o != outlet]
+            outlet = AssetAlias(name=f"airflow-ctas:{self.dag_id}.{self.task_id}")
+            self.outlets = [*mine, outlet]
+        namespace = strategy_for(self.table_format).lineage_namespace(self.conf, table.details)
+        if record_publish_event(context, outlet, namespace, table):
+            self.log.info("asset event for %s (outlet %s)", table.target, outlet)
 
     def _apply(self, context: Context, table: TwoPhaseTable, result: PhaseResult) -> None:
         """Turn what the Spark run reported into lifecycle transitions, then persist them."""

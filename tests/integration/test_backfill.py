@@ -35,7 +35,8 @@ FAIL_DAY = 3
 DAG_SOURCE = """\
 import datetime
 import pendulum
-from airflow.sdk import DAG
+from airflow.providers.standard.operators.empty import EmptyOperator
+from airflow.sdk import DAG, PartitionedAssetTimetable
 from airflow_provider_ctas.operators import AtomicCtasOperator
 
 PASS = "{{{{ var.value.get('ctas_pass', '1') }}}}"
@@ -62,6 +63,15 @@ with DAG("backfill_partitions", max_active_runs=4, **ARGS) as partitions:
 
 with DAG("backfill_tables", max_active_runs=4, **ARGS) as tables:
     AtomicCtasOperator(task_id="ctas", target_table="{db}.daily_{{{{ ds_nodash }}}}", mode="create", sql=SQL, **SPARK)
+
+# Runs once per partition the backfills published (the events' partition keys).
+with DAG(
+    "events_downstream",
+    schedule=PartitionedAssetTimetable(assets=partitions.get_task("ctas").outlets[0]),
+    start_date=pendulum.datetime(2024, 1, 1, tz="UTC"),
+    catchup=False,
+):
+    EmptyOperator(task_id="report")
 """
 
 
@@ -122,6 +132,22 @@ def wait_for_runs(services: AirflowServices, dag_id: str, expect: int, timeout: 
             return runs
         time.sleep(3)
     raise TimeoutError(f"{dag_id}: runs did not finish in {timeout}s: {dag_runs(services, dag_id)}")
+
+
+def downstream_partitions(services: AirflowServices, expect: int, timeout: float = 300) -> list[str]:
+    """The partition keys of ``events_downstream``'s runs, once there are ``expect`` (and a little
+    longer, so that one too many would show)."""
+    deadline, settle = time.monotonic() + timeout, 0
+    while time.monotonic() < deadline:
+        keys = sorted(
+            str(key)
+            for (key,) in query(services, "SELECT partition_key FROM dag_run WHERE dag_id = %s", "events_downstream")
+        )
+        settle = settle + 1 if len(keys) >= expect else 0
+        if settle == 4:
+            return keys
+        time.sleep(5)
+    return keys
 
 
 def task_log_lines(services: AirflowServices, dag_id: str, run_id: str) -> list[str]:
@@ -188,7 +214,7 @@ def test_backfill_then_reprocess_is_atomic_per_partition(realistic, spark, datab
     _, services, dags = realistic
     (dags / "backfill.py").write_text(DAG_SOURCE.format(db=database, days=DAYS))
     services.airflow("dags", "reserialize")
-    for dag_id in ("backfill_partitions", "backfill_tables"):
+    for dag_id in ("backfill_partitions", "backfill_tables", "events_downstream"):
         services.airflow("dags", "unpause", dag_id)
     events = f"{database}.events"
     started = time.monotonic()
@@ -210,6 +236,8 @@ def test_backfill_then_reprocess_is_atomic_per_partition(realistic, spark, datab
             got = count(spark, events, f"ds = '2024-01-{day:02d}'")
             assert got == expected(1, day), f"day {day}: {got} rows\n" + explain(services, spark, events, first, reader)
             assert count(spark, f"{database}.daily_202401{day:02d}") == expected(1, day)
+        days = [f"2024-01-{day:02d}" for day in range(1, DAYS + 1)]
+        assert downstream_partitions(services, DAYS) == days, "one downstream run per published partition"
 
         services.airflow("variables", "set", "ctas_pass", "2")
         services.airflow("variables", "set", "ctas_fail_date", f"2024-01-{FAIL_DAY:02d}")
@@ -231,6 +259,9 @@ def test_backfill_then_reprocess_is_atomic_per_partition(realistic, spark, datab
             services, spark, events, {"backfill_partitions": second}, reader
         )
 
+    # The failed date's try published nothing, so nothing ran downstream for it a second time.
+    again = [day for day in days if day != f"2024-01-{FAIL_DAY:02d}"]
+    assert downstream_partitions(services, 2 * DAYS - 1) == sorted(days + again)
     assert reader.errors == []
     for day in range(1, DAYS + 1):
         seen = reader.seen.get(f"2024-01-{day:02d}", [])

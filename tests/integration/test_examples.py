@@ -9,7 +9,7 @@ from pathlib import Path
 import pytest
 
 from tests.support.catalog import count, properties
-from tests.support.dags import DAGS_FOLDER
+from tests.support.dags import DAGS_FOLDER, asset_events
 
 pytestmark = pytest.mark.integration
 
@@ -39,6 +39,7 @@ def test_every_example_parses():
         "example_atomic_ctas",
         "example_replace_dimension",
         "example_partitioned_backfill",
+        "example_orders_report",
         "example_maintenance_gc",
     }
 
@@ -77,6 +78,13 @@ def test_partitioned_backfill_example(stack, spark):
     assert count(spark, "analytics.orders_by_day", "ds = '2024-03-01'") == 1001
     assert count(spark, "analytics.orders_by_day", "ds = '2024-03-02'") == 1002
     assert count(spark, "analytics.orders_by_day") == 2003
+    # Each run announced the partition it published (example_orders_report runs on these).
+    table_asset = dag.get_task("orders_by_day").outlets[0]
+    assert [e["partition_key"] for e in asset_events(table_asset.uri)][-3:] == [
+        "2024-03-01",
+        "2024-03-02",
+        "2024-03-01",
+    ]
 
 
 def test_maintenance_gc_example(stack, spark):

@@ -93,3 +93,19 @@ def state_store_value(dag_id: str, run_id: str, key: str) -> Any:
             )
         ).first()
         return None if row is None else json.loads(row.value)
+
+
+def asset_events(uri: str) -> list[dict[str, Any]]:
+    """The asset events Airflow recorded for ``uri``, oldest first."""
+    from airflow.models.asset import AssetEvent, AssetModel
+    from airflow.utils.session import create_session
+    from sqlalchemy import select
+
+    with create_session() as session:
+        rows = session.execute(
+            select(AssetEvent.partition_key, AssetEvent.extra, AssetEvent.source_dag_id)
+            .join(AssetModel, AssetModel.id == AssetEvent.asset_id)
+            .where(AssetModel.uri == uri)
+            .order_by(AssetEvent.id)
+        ).all()
+    return [{"partition_key": key, "extra": extra, "dag_id": dag_id} for key, extra, dag_id in rows]

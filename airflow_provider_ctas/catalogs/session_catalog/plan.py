@@ -7,7 +7,7 @@ take it as input and check it again against the target right before publishing.
 
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
+from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from enum import StrEnum
 from typing import Any, Protocol
@@ -194,3 +194,8 @@ def column_order(names: Sequence[str], partition_by: Sequence[str]) -> list[str]
     by_name = {n.lower(): n for n in names}
     partitions = set(partition_by)
     return [n for n in names if n.lower() not in partitions] + [by_name[c] for c in partition_by]
+
+
+def partition_names(columns: Sequence[str], values: Iterable[tuple[str, ...]]) -> list[str]:
+    """Hive's ``a=1/b=2`` names, sorted."""
+    return sorted("/".join(f"{c}={v}" for c, v in zip(columns, vals, strict=True)) for vals in values)

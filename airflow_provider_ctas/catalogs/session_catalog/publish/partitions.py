@@ -9,7 +9,7 @@ import time
 
 from airflow_provider_ctas.catalogs.session_catalog import retention
 from airflow_provider_ctas.catalogs.session_catalog.context import RunContext
-from airflow_provider_ctas.catalogs.session_catalog.plan import Publish, schema_drift
+from airflow_provider_ctas.catalogs.session_catalog.plan import Publish, partition_names, schema_drift
 from airflow_provider_ctas.catalogs.session_catalog.publish.fence import revoked, still_own_staging
 from airflow_provider_ctas.catalogs.session_catalog.publish.request import Publication
 from airflow_provider_ctas.core.errors import FencedError, PublishError
@@ -67,7 +67,7 @@ def publish_partitions(ctx: RunContext, pub: Publication) -> None:
         ) from exc
     seconds = switched_at - started  # as for a flip: the metastore calls, not the fence re-check
     ctx.progress.publish()
-    names = ["/".join(f"{c}={v}" for c, v in zip(columns, values, strict=True)) for values, _ in switched]
+    names = partition_names(columns, [values for values, _ in switched])
     ctx.details["publish"] = {"mechanism": Publish.PARTITIONS.value, "seconds": round(seconds, 3), "partitions": names}
     report.touched.append(f"{target}: {len(switched)} partition(s) switched in {seconds:.3f}s ({', '.join(names)})")
     if table.table_properties:

@@ -7,7 +7,7 @@ import time
 
 from airflow_provider_ctas.catalogs.session_catalog import ownership
 from airflow_provider_ctas.catalogs.session_catalog.context import RunContext
-from airflow_provider_ctas.catalogs.session_catalog.plan import Publish
+from airflow_provider_ctas.catalogs.session_catalog.plan import Publish, partition_names
 from airflow_provider_ctas.catalogs.session_catalog.publish.request import Publication
 from airflow_provider_ctas.catalogs.session_catalog.table import Mode
 from airflow_provider_ctas.core.errors import LeftoverError, PublishError, TargetExistsError
@@ -20,6 +20,12 @@ def publish_by_rename(ctx: RunContext, pub: Publication) -> None:
     staging, provenance, report = pub.staging, pub.provenance, pub.report
     target = ctx.table.target
     ctx.catalog.set_properties(staging, provenance)  # carried over by the rename, atomically
+    # overwrite_partitions' first run: the partitions it publishes are all the new table has.
+    partitions = (
+        partition_names(ctx.table.partition_by, ctx.catalog.partitions(staging, list(ctx.table.partition_by)))
+        if ctx.table.mode is Mode.OVERWRITE_PARTITIONS
+        else []
+    )
     started = time.monotonic()
     try:
         ctx.catalog.rename(staging, target)
@@ -43,6 +49,8 @@ def publish_by_rename(ctx: RunContext, pub: Publication) -> None:
     # External staging (object stores): the rename is metadata only and the table stays external.
     external = pub.plan.external_staging
     ctx.details["publish"] = {"mechanism": Publish.RENAME.value, "seconds": round(seconds, 3), "external": external}
+    if partitions:
+        ctx.details["publish"]["partitions"] = partitions
     kind = "external, no data moved" if external else "managed"
     report.touched.append(f"{staging} -> {target} (renamed in {seconds:.3f}s, {kind})")
 

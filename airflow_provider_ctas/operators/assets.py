@@ -1,0 +1,137 @@
+"""Asset events for published tables: downstream DAGs run when, and only when, a table was published.
+
+A table's asset URI is ``hive://<metastore>/<database>/<table>``: the OpenLineage dataset the
+operator's lineage names (namespace ``hive://host:port``, or ``hive://embedded`` for Spark's
+embedded metastore; name ``database.table``), so asset events and lineage events join. The
+provider registers the scheme (``sanitize_uri``, ``create_asset``, ``convert_asset_to_openlineage``).
+
+Airflow emits an event for every concrete asset in a task's outlets whenever the task succeeds.
+That is right only for modes where success means "published": ``create`` (fails if the table is
+someone else's), ``replace`` and ``overwrite_partitions``. For ``create_if_not_exists`` (success
+without publishing when the table exists) and for targets known only at run time, the outlet is an
+``AssetAlias`` and the event is added only when this try published, or a retry found its own
+earlier publish. Airflow 3.3 attaches partition keys to concrete assets only, not to alias events.
+"""
+
+from __future__ import annotations
+
+import logging
+from typing import TYPE_CHECKING, Any
+from urllib.parse import urlsplit
+
+from airflow.providers.common.compat.assets import Asset, AssetAlias
+
+from airflow_provider_ctas.core.identifiers import validate_target
+from airflow_provider_ctas.core.transaction import Outcome, TwoPhaseTable
+
+if TYPE_CHECKING:
+    from urllib.parse import SplitResult
+
+    from airflow.sdk import Context
+
+log = logging.getLogger(__name__)
+SCHEME = "hive"
+DEFAULT_METASTORE_PORT = 9083
+EMBEDDED = "embedded"
+# Modes in which a successful task always published (or found its own earlier publish).
+ALWAYS_PUBLISHING_MODES = frozenset({"create", "replace", "overwrite_partitions"})
+
+
+def sanitize_uri(uri: SplitResult) -> SplitResult:
+    """Airflow's normalizer for ``hive://`` asset URIs: default port, lower-case names."""
+    if not uri.netloc:
+        raise ValueError(
+            "URI format hive:// must name the metastore: hive://host:port/database/table (or hive://embedded/...)"
+        )
+    netloc = uri.netloc.lower()
+    if uri.port is None and netloc != EMBEDDED:
+        netloc = f"{netloc.rstrip(':')}:{DEFAULT_METASTORE_PORT}"
+    parts = uri.path.split("/")
+    if len(parts) != 3 or not all(parts[1:]):  # leading slash, database, table
+        raise ValueError("URI format hive:// must contain a database and a table name: hive://host:port/database/table")
+    return uri._replace(scheme=SCHEME, netloc=netloc, path=uri.path.lower())
+
+
+def create_asset(
+    *, database: str, table: str, host: str = EMBEDDED, port: int | None = None, extra: dict[str, Any] | None = None
+) -> Asset:
+    """The asset of a table in a Hive metastore (``host='embedded'`` for Spark's embedded one)."""
+    netloc = host if host == EMBEDDED else f"{host}:{port or DEFAULT_METASTORE_PORT}"
+    return Asset(uri=f"{SCHEME}://{netloc}/{database}/{table}", extra=extra)
+
+
+def convert_asset_to_openlineage(asset: Asset, lineage_context: Any) -> Any:
+    """The OpenLineage dataset the operator's own lineage reports for the same table."""
+    from airflow.providers.common.compat.openlineage.facet import Dataset
+
+    parsed = urlsplit(asset.uri)
+    _, database, table = parsed.path.split("/")
+    return Dataset(namespace=f"{SCHEME}://{parsed.netloc}", name=f"{database}.{table}")
+
+
+def table_asset(namespace: str, target: str) -> Asset:
+    """``namespace`` is a lineage namespace (``hive://host:port``); ``target`` a validated target."""
+    name = validate_target(target)
+    return Asset(uri=f"{namespace}/{name.database}/{name.table}")
+
+
+def outlet_for(*, namespace: str | None, target: str, mode: str, alias_name: str) -> Asset | AssetAlias:
+    """A concrete asset when success always means published and the table is known at parse time;
+    otherwise an alias resolved at run time. ``namespace`` is None when the target, mode or conf
+    are templated."""
+    if namespace is not None and mode in ALWAYS_PUBLISHING_MODES:
+        return table_asset(namespace, target)
+    return AssetAlias(name=alias_name)
+
+
+def event_extra(table: TwoPhaseTable) -> dict[str, Any]:
+    publish = table.details.get("publish") or {}
+    return {
+        "row_count": table.details.get("row_count"),
+        "txn_id": table.txn_id,
+        "try_number": table.try_number,
+        "outcome": table.outcome.value if table.outcome else None,
+        "publish_mechanism": publish.get("mechanism") or table.details.get("publish_mechanism"),
+        "partitions": list(publish.get("partitions") or []),
+    }
+
+
+def partition_keys(partitions: list[str]) -> list[str]:
+    """``ds=2024-01-01`` → ``2024-01-01`` (one partition column: the value, as partition-aware
+    timetables expect); several columns keep Hive's ``a=1/b=2`` form."""
+    keys = []
+    for name in partitions:
+        pairs = [part.partition("=") for part in name.split("/")]
+        keys.append(pairs[0][2] if len(pairs) == 1 else name)
+    return keys
+
+
+def record_publish_event(context: Context, outlet: Asset | AssetAlias, namespace: str, table: TwoPhaseTable) -> bool:
+    """Adds this try's asset event; returns whether there was a publish to announce."""
+    if table.outcome not in (Outcome.PUBLISHED, Outcome.ALREADY_PUBLISHED):
+        return False
+    extra = event_extra(table)
+    events = context["outlet_events"]
+    if isinstance(outlet, AssetAlias):
+        events[outlet].add(table_asset(namespace, table.target.qualified), extra=extra)
+        return True
+    if not outlet.uri.startswith(f"{namespace}/"):
+        log.warning(
+            "the table's asset %s names another metastore than the driver used (%s): set "
+            "spark.hadoop.hive.metastore.uris in the operator's conf or spark-defaults.conf",
+            outlet.uri,
+            namespace,
+        )
+    accessor = events[outlet]
+    accessor.extra.update(extra)
+    if extra["partitions"]:
+        accessor.add_partitions(partition_keys(extra["partitions"]))
+    return True
+
+
+def declared_outlets(outlets: object, ours: Asset | AssetAlias) -> list[Any]:
+    """The user's outlets plus the table's own."""
+    if outlets is None:
+        return [ours]
+    mine = list(outlets) if isinstance(outlets, list | tuple) else [outlets]
+    return [*mine, ours] if ours not in mine else mine

@@ -1,0 +1,120 @@
+"""Which outlet the operator declares, the ``hive://`` URI scheme, and the event a publish records."""
+
+from __future__ import annotations
+
+from typing import Any
+from urllib.parse import urlsplit
+
+import pytest
+from airflow.sdk import Asset, AssetAlias
+from airflow.sdk.execution_time.context import OutletEventAccessors
+
+from airflow_provider_ctas.core.transaction import Outcome, TransactionKey, TwoPhaseTable
+from airflow_provider_ctas.operators import AtomicCtasOperator
+from airflow_provider_ctas.operators.assets import (
+    convert_asset_to_openlineage,
+    create_asset,
+    partition_keys,
+    record_publish_event,
+    sanitize_uri,
+)
+
+
+def make(**kwargs: Any) -> AtomicCtasOperator:
+    options: dict[str, Any] = {"task_id": "t", "sql": "SELECT 1", "target_table": "db.t"}
+    options.update(kwargs)
+    return AtomicCtasOperator(**options)
+
+
+@pytest.mark.parametrize("mode", ["create", "replace", "overwrite_partitions"])
+def test_modes_that_only_succeed_by_publishing_declare_the_table_itself(mode, monkeypatch):
+    monkeypatch.delenv("SPARK_CONF_DIR", raising=False)
+    op = make(mode=mode, partition_by=["ds"], target_table="Analytics.Daily")
+    assert op.outlets == [Asset(uri="hive://embedded/analytics/daily")]
+
+
+def test_the_uri_names_the_metastore_the_conf_names():
+    op = make(conf={"spark.hadoop.hive.metastore.uris": "thrift://meta.example:9083"})
+    assert op.outlets == [Asset(uri="hive://meta.example:9083/db/t")]
+
+
+@pytest.mark.parametrize(
+    "kwargs",
+    [
+        {"mode": "create_if_not_exists"},  # succeeds without publishing when the table exists
+        {"target_table": "db.t_{{ ds_nodash }}"},
+        {"mode": "{{ params.mode }}"},
+        {"conf": {"spark.hadoop.hive.metastore.uris": "{{ var.value.metastore }}"}},
+    ],
+)
+def test_an_alias_when_success_may_not_mean_published_or_the_table_is_known_only_at_run_time(kwargs):
+    op = make(**kwargs)
+    assert op.outlets == [AssetAlias(name="airflow-ctas:adhoc_airflow.t")]
+
+
+def test_user_outlets_are_kept_and_events_can_be_turned_off():
+    mine = Asset(uri="s3://bucket/report")
+    assert make(outlets=[mine]).outlets[0] == mine and len(make(outlets=[mine]).outlets) == 2
+    assert make(asset_events=False).outlets == []
+
+
+def test_the_scheme_normalizes_and_converts_to_the_lineage_dataset():
+    assert sanitize_uri(urlsplit("hive://Meta/DB/T")).geturl() == "hive://meta:9083/db/t"
+    assert sanitize_uri(urlsplit("hive://embedded/db/t")).geturl() == "hive://embedded/db/t"
+    with pytest.raises(ValueError, match="database and a table"):
+        sanitize_uri(urlsplit("hive://meta:9083/db"))
+    with pytest.raises(ValueError, match="must name the metastore"):
+        sanitize_uri(urlsplit("hive:///db/t"))
+    asset = create_asset(database="db", table="t", host="meta", port=9083)
+    dataset = convert_asset_to_openlineage(asset, None)
+    assert (asset.uri, dataset.namespace, dataset.name) == ("hive://meta:9083/db/t", "hive://meta:9083", "db.t")
+
+
+def test_partition_keys_are_values_for_one_column_and_hive_paths_for_several():
+    assert partition_keys(["ds=2024-01-01", "ds=2024-01-02"]) == ["2024-01-01", "2024-01-02"]
+    assert partition_keys(["ds=2024-01-01/hr=3"]) == ["ds=2024-01-01/hr=3"]
+
+
+def committed(outcome: Outcome, **details: Any) -> TwoPhaseTable:
+    from airflow_provider_ctas.catalogs import create_two_phase_table
+
+    key = TransactionKey(dag_id="d", task_id="t", run_id="r", map_index=-1)
+    table = create_two_phase_table(
+        key=key, conn_id="spark_default", target="db.t", mode="overwrite_partitions", table_format="parquet",
+        partition_by=["ds"], table_properties=None, allow_swap=False, superseded_retention=0,
+    )  # fmt: skip
+    table.begin(1, "2024-01-01T00:00:00+00:00")
+    table.mark_prepared(1, "2024-01-01T00:00:01+00:00")
+    table.commit(1, "2024-01-01T00:00:02+00:00", outcome, details)
+    return table
+
+
+def test_a_publish_records_one_event_per_partition_with_its_extra():
+    asset = Asset(uri="hive://embedded/db/t")
+    events = OutletEventAccessors()
+    table = committed(
+        Outcome.PUBLISHED, row_count=7, publish={"mechanism": "partitions", "partitions": ["ds=2024-01-02"]}
+    )
+    assert record_publish_event({"outlet_events": events}, asset, "hive://embedded", table)
+    accessor = events[asset]
+    assert accessor.partition_keys == {"2024-01-02"}
+    assert accessor.extra == {
+        "row_count": 7,
+        "txn_id": table.txn_id,
+        "try_number": 1,
+        "outcome": "published",
+        "publish_mechanism": "partitions",
+        "partitions": ["ds=2024-01-02"],
+    }
+
+
+def test_an_alias_gets_an_event_only_for_a_publish():
+    alias = AssetAlias(name="airflow-ctas:d.t")
+    events = OutletEventAccessors()
+    context: Any = {"outlet_events": events}
+    assert not record_publish_event(context, alias, "hive://embedded", committed(Outcome.TARGET_EXISTS))
+    assert events[alias].asset_alias_events == []
+    assert record_publish_event(context, alias, "hive://meta:9083", committed(Outcome.ALREADY_PUBLISHED))
+    (event,) = events[alias].asset_alias_events
+    assert event.dest_asset_key.uri == "hive://meta:9083/db/t"
+    assert event.extra["outcome"] == "already_published"
