@@ -46,6 +46,7 @@ from airflow_provider_ctas.core.transaction import (
 )
 from airflow_provider_ctas.operators.assets import declared_outlets, outlet_for, record_publish_event
 from airflow_provider_ctas.operators.lineage import CtasLineageMixin
+from airflow_provider_ctas.operators.links import SparkApplicationLink
 from airflow_provider_ctas.operators.state import (
     durable_table,
     persist,
@@ -189,6 +190,7 @@ class AtomicCtasOperator(CtasLineageMixin, BaseOperator):
     template_ext: Sequence[str] = (".sql", ".hql")
     template_fields_renderers: ClassVar[dict[str, str]] = {"sql": "sql", "table_properties": "json", "conf": "json"}
     ui_color = "#e4f0e8"
+    operator_extra_links = (SparkApplicationLink(),)
 
     def __init__(
         self,
@@ -403,11 +405,12 @@ class AtomicCtasOperator(CtasLineageMixin, BaseOperator):
         if not result.ok and table.state is not TxnState.COMMITTED:
             raise_for_airflow(run_failure(result.error or {}, retry_on_failed_checks=self.retry_on_failed_checks))
         self.log.info(
-            "run: %s %s in %.2fs (%s rows)",
+            "run: %s %s in %.2fs (%s rows; Spark application %s)",
             table.outcome,
             table.target,
             time.monotonic() - started,
             table.details.get("row_count", "unknown"),
+            (table.details.get("spark_application") or {}).get("id", "unknown"),
         )
         self._announce(context, table)
         return summary(table)

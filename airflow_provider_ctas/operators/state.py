@@ -86,6 +86,7 @@ def summary(table: TwoPhaseTable) -> dict[str, Any]:
         "target": table.target.qualified,
         "outcome": table.outcome.value if table.outcome else None,
         "row_count": table.details.get("row_count"),
+        "spark_application_id": (table.details.get("spark_application") or {}).get("id"),
         "txn_id": table.txn_id,
         "try_number": table.try_number,
     }

@@ -66,6 +66,11 @@ class ClassicEngine:
     def start(self) -> None:
         self.spark.sparkContext.setJobGroup(JOB_GROUP, "airflow-provider-ctas")
 
+    def application(self) -> dict[str, str | None]:
+        """Where the work runs: the application id, its live UI (while it runs) and the master."""
+        sc = self.spark.sparkContext
+        return {"id": sc.applicationId, "ui": sc.uiWebUrl, "master": sc.master}
+
     def metastore_uris(self) -> str:
         """What this driver's Hive client uses: Spark conf, properties file and hive-site.xml all
         end up in the Hadoop configuration; empty for the embedded metastore."""
@@ -163,6 +168,10 @@ class ConnectEngine:
 
     def start(self) -> None:
         """Nothing: the runner tags the session's operations itself, to interrupt them."""
+
+    def application(self) -> dict[str, str | None]:
+        """The Connect server's application (its UI address is not visible to a client)."""
+        return {"id": self.spark.conf.get("spark.app.id", None), "ui": None, "master": None}
 
     def metastore_uris(self) -> str:
         """The server's Spark conf (its hive-site.xml is out of a client's reach); empty if unset."""

@@ -42,6 +42,7 @@ def test_create_publishes_exactly_the_select(stack, spark, database, monkeypatch
         sql=sql + ";\n",
         partition_by=["country"],
         table_properties={"team": "data-eng", "quoted": "it's \\ fine"},
+        conf={"spark.ui.enabled": "true"},  # the tests turn it off elsewhere
     )
     run = run_dag(dag)
 
@@ -66,6 +67,12 @@ def test_create_publishes_exactly_the_select(stack, spark, database, monkeypatch
     assert txn["state"] == "committed" and txn["outcome"] == "published"
     assert txn["details"]["row_count"] == 1000
     assert txn["details"]["finalized_at"]
+    # Where it ran: the application id in the return value, its UI as the task's extra link.
+    application = txn["details"]["spark_application"]
+    assert application["id"].startswith("local-") and application["master"].startswith("local")
+    assert xcom_value("success_create", run.run_id, "return_value")["spark_application_id"] == application["id"]
+    link = xcom_value("success_create", run.run_id, "_link_SparkApplicationLink")
+    assert link == application["ui"] and link.startswith("http://")
     assert leftovers(spark, database) == []
 
 

@@ -42,6 +42,7 @@ def test_create_over_connect_is_atomic(stack, connect_server, spark, database):
     txn = transaction("connect_create", run.run_id)
     assert txn["details"]["row_count"] == 5000
     assert txn["details"]["publish"]["mechanism"] == "rename"
+    assert txn["details"]["spark_application"]["id"].startswith("local-"), "the Connect server's application"
     assert properties(spark, target)[markers.TXN_ID] == txn["txn_id"]
     assert leftovers(spark, database) == []
     assert not find_processes("org.apache.spark.deploy.SparkSubmit", target), "no spark-submit over Connect"

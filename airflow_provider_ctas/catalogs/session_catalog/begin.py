@@ -48,6 +48,7 @@ def begin(ctx: RunContext, report: PhaseReport) -> Plan:
         )
     # The metastore this driver really uses, for lineage (whatever configured it: conf, hive-site.xml).
     ctx.details["metastore_uris"] = ctx.catalog.engine.metastore_uris()
+    ctx.details["spark_application"] = ctx.catalog.engine.application()
     # Earlier tries' staging is a leftover here (their directories are deleted only after this try
     # publishes or aborts: recovery.finish_cleanup). A first try has no earlier tries, and its
     # driver is never relaunched (cluster deploy mode is refused), so it skips the scan; were its

@@ -1,0 +1,23 @@
+"""The operator's extra link: the Spark application a try ran as."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from airflow.providers.common.compat.sdk import BaseOperatorLink
+
+
+class SparkApplicationLink(BaseOperatorLink):
+    """The driver's UI, as the driver reported it in begin.
+
+    Airflow 3 asks for the link in the worker when the task ends and stores it in XCom, so the
+    live operator's transaction is at hand. The UI serves only while the application runs; a
+    Connect server's UI is not visible to its clients (no link then).
+    """
+
+    name = "Spark application"
+
+    def get_link(self, operator: Any, *, ti_key: Any) -> str:
+        table = getattr(operator, "_txn", None)
+        application = (table.details.get("spark_application") if table is not None else None) or {}
+        return str(application.get("ui") or "")
