@@ -14,6 +14,7 @@ import os
 import threading
 import time
 import uuid
+from contextlib import ExitStack
 from pathlib import Path
 from typing import Any
 
@@ -82,26 +83,28 @@ def expected(pass_number: int, day: int) -> int:
 @pytest.fixture(scope="module")
 def realistic(metastore, spark, tmp_path_factory):
     root = tmp_path_factory.mktemp("realistic")
-    # A worker's cores are scheduling slots: 8 lets every parallel run get an executor at once on
-    # this 2-core machine (with 2, six of eight applications queued for an executor).
-    cluster = StandaloneCluster(root / "cluster", cores=8, memory="6g").start()
-    database = f"ctas_test_{uuid.uuid4().hex[:10]}"
-    database_url = create_database(database)
-    dags = root / "dags"
-    dags.mkdir()
-    services = AirflowServices(
-        root / "airflow",
-        database_url,
-        dags,
-        {
-            "AIRFLOW_CONN_SPARK_CLUSTER": json.dumps({"conn_type": "spark", "host": cluster.master_url}),
-            "AIRFLOW__CORE__PARALLELISM": "8",
-        },
-    ).start()
-    yield cluster, services, dags
-    services.stop()
-    cluster.stop()
-    drop_database(database)
+    with ExitStack() as started:  # whatever started is stopped, even if a later step fails
+        database = f"ctas_test_{uuid.uuid4().hex[:10]}"
+        database_url = create_database(database)
+        started.callback(drop_database, database)
+        # A worker's cores are scheduling slots: 8 lets every parallel run get an executor at once on
+        # this 2-core machine (with 2, six of eight applications queued for an executor).
+        cluster = StandaloneCluster(root / "cluster", cores=8, memory="6g").start()
+        started.callback(cluster.stop)
+        dags = root / "dags"
+        dags.mkdir()
+        services = AirflowServices(
+            root / "airflow",
+            database_url,
+            dags,
+            {
+                "AIRFLOW_CONN_SPARK_CLUSTER": json.dumps({"conn_type": "spark", "host": cluster.master_url}),
+                "AIRFLOW__CORE__PARALLELISM": "8",
+            },
+        )
+        started.callback(services.stop)
+        services.start()
+        yield cluster, services, dags
 
 
 def query(services: AirflowServices, sql: str, *params: str) -> list[tuple[Any, ...]]:
