@@ -1,7 +1,8 @@
 """OpenLineage facets for AtomicCtasOperator (used only when the OpenLineage provider is installed).
 
 Output: the published table, with its schema and, on completion, its row count and size. Inputs:
-the tables the SELECT reads, from the SQL parser Airflow's OpenLineage integration uses. Staging
+the catalog tables the driver's analysed plan read (before the driver ran, and over Spark Connect,
+the tables the SQL parser Airflow's OpenLineage integration finds). Job: the SQL. Staging
 tables never appear. Table datasets live in the namespace the table's strategy names
 (for the session catalog, the metastore's: ``hive://host:port``, or ``hive://embedded``).
 """
@@ -36,6 +37,7 @@ def lineage(*, namespace: str, sql: str, target: str, details: Mapping[str, Any]
         OutputStatisticsOutputDatasetFacet,
         SchemaDatasetFacet,
         SchemaDatasetFacetFields,
+        SQLJobFacet,
     )
     from airflow.providers.openlineage.extractors import OperatorLineage
 
@@ -53,11 +55,14 @@ def lineage(*, namespace: str, sql: str, target: str, details: Mapping[str, Any]
             rowCount=int(details["row_count"]), size=details.get("bytes")
         )
     database, table = target.split(".")[-2:]
+    # What the driver's analysed plan read, once it ran (Spark Connect: the SQL parsed here).
+    inputs = details["inputs"] if isinstance(details.get("inputs"), list) else input_tables(sql)
     return OperatorLineage(
-        inputs=[Dataset(namespace=namespace, name=name) for name in input_tables(sql)],
+        inputs=[Dataset(namespace=namespace, name=name) for name in inputs],
         outputs=[
             OutputDataset(namespace=namespace, name=f"{database}.{table}", facets=facets, outputFacets=output_facets)
         ],
+        job_facets={"sql": SQLJobFacet(query=sql)},
     )
 
 

@@ -66,6 +66,25 @@ class ClassicEngine:
     def start(self) -> None:
         self.spark.sparkContext.setJobGroup(JOB_GROUP, "airflow-provider-ctas")
 
+    def input_tables(self, frame: DataFrame) -> list[str] | None:
+        """``database.table`` of every catalog table the analysed query reads: CTEs resolved to
+        what they read, table-valued functions (``range``) and temporary views' sources included
+        as what they are, not as tables named after them."""
+        leaves = frame._jdf.queryExecution().analyzed().collectLeaves().iterator()
+        found: set[str] = set()
+        while leaves.hasNext():
+            leaf = leaves.next()
+            kind = leaf.getClass().getSimpleName()
+            if kind == "HiveTableRelation":
+                identifier = leaf.tableMeta().identifier()
+            elif kind == "LogicalRelation" and leaf.catalogTable().isDefined():
+                identifier = leaf.catalogTable().get().identifier()
+            else:
+                continue
+            database = identifier.database().get() if identifier.database().isDefined() else "default"
+            found.add(f"{database}.{identifier.table()}".lower())
+        return sorted(found)
+
     def application(self) -> dict[str, str | None]:
         """Where the work runs: the application id, its live UI (while it runs) and the master."""
         sc = self.spark.sparkContext
@@ -168,6 +187,10 @@ class ConnectEngine:
 
     def start(self) -> None:
         """Nothing: the runner tags the session's operations itself, to interrupt them."""
+
+    def input_tables(self, frame: DataFrame) -> list[str] | None:
+        """Unknown: a Connect client sees no analysed plan (lineage parses the SQL instead)."""
+        return None
 
     def application(self) -> dict[str, str | None]:
         """The Connect server's application (its UI address is not visible to a client)."""

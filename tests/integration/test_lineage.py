@@ -16,7 +16,11 @@ def test_openlineage_events_describe_the_published_table(stack, spark, database,
     spark.sql(f"CREATE TABLE {database}.orders USING parquet AS SELECT id, id % 7 AS customer_id FROM range(70)")
     spark.sql(f"CREATE TABLE {database}.customers USING parquet AS SELECT id, concat('c', id) AS name FROM range(7)")
     target = f"{database}.enriched"
-    sql = f"SELECT o.id, c.name FROM {database}.orders o JOIN {database}.customers c ON o.customer_id = c.id"
+    # A CTE's tables are inputs, the CTE's name and range() are not (the driver's analysed plan says so).
+    sql = (
+        f"WITH o AS (SELECT id, customer_id FROM {database}.orders) "
+        f"SELECT o.id, c.name FROM o JOIN {database}.customers c ON o.customer_id = c.id CROSS JOIN range(1) r"
+    )
     make_dag("lineage", target_table=target, sql=sql)
     events_file = tmp_path / "events.jsonl"
     env = {
@@ -44,5 +48,6 @@ def test_openlineage_events_describe_the_published_table(stack, spark, database,
     assert complete["outputs"][0]["outputFacets"]["outputStatistics"]["rowCount"] == 70
     assert sorted(i["name"] for i in complete["inputs"]) == [f"{database}.customers", f"{database}.orders"]
     assert {i["namespace"] for i in complete["inputs"]} == {namespace}
+    assert complete["job"]["facets"]["sql"]["query"] == sql
     assert "__ctas_" not in text, "staging tables never appear as datasets"
     assert "spark.openlineage.parentJobName=lineage.ctas" in log.read_text()

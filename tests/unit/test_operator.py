@@ -151,6 +151,19 @@ def test_lineage_names_the_metastore_the_driver_reported_using(monkeypatch, tmp_
     assert metastore_namespace(conf, {"metastore_uris": ""}) == "hive://embedded"  # the driver used none
 
 
+def test_lineage_inputs_come_from_the_driver_once_it_ran_and_the_sql_is_the_job_facet():
+    from airflow_provider_ctas.operators.lineage import lineage
+
+    sql = "WITH o AS (SELECT * FROM db.orders) SELECT * FROM o CROSS JOIN range(3)"
+    before = lineage(namespace="hive://embedded", sql=sql, target="db.t", details=None, complete=False)
+    after = lineage(
+        namespace="hive://embedded", sql=sql, target="db.t", details={"inputs": ["db.orders"]}, complete=True
+    )
+    assert [d.name for d in after.inputs] == ["db.orders"]
+    assert before.job_facets["sql"].query == sql  # before the driver ran: inputs from the SQL parser
+    assert after.job_facets["sql"].query == sql and after.outputs[0].name == "db.t"
+
+
 def test_each_error_family_raises_its_own_airflow_exception_for_retry_policies():
     from airflow.providers.common.compat.sdk import AirflowException, AirflowFailException
     from airflow.sdk.definitions.retry_policy import ExceptionRetryPolicy, RetryAction, RetryRule

@@ -167,9 +167,12 @@ def _analyse(ctx: RunContext) -> StructType:
     if ctx.request.sql is None:
         raise InvalidInputError("no SQL was sent for this transaction")
     try:
-        schema = ctx.spark.sql(as_subquery(ctx.request.sql)).schema
+        frame = ctx.spark.sql(as_subquery(ctx.request.sql))
+        schema = frame.schema
     except (ParseException, AnalysisException) as exc:
         raise QueryError(f"the SELECT is not a valid query: {first_line(exc)}") from exc
+    if (inputs := ctx.catalog.engine.input_tables(frame)) is not None:
+        ctx.details["inputs"] = inputs  # for lineage: what the analysed plan reads
     by_name = {f.name: f for f in schema.fields}
     ordered = StructType(
         [by_name[name] for name in column_order([f.name for f in schema.fields], ctx.table.partition_by)]
