@@ -127,11 +127,3 @@ def record_publish_event(context: Context, outlet: Asset | AssetAlias, namespace
     if extra["partitions"]:
         accessor.add_partitions(partition_keys(extra["partitions"]))
     return True
-
-
-def declared_outlets(outlets: object, ours: Asset | AssetAlias) -> list[Any]:
-    """The user's outlets plus the table's own."""
-    if outlets is None:
-        return [ours]
-    mine = list(outlets) if isinstance(outlets, list | tuple) else [outlets]
-    return [*mine, ours] if ours not in mine else mine

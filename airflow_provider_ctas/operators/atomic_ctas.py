@@ -44,7 +44,7 @@ from airflow_provider_ctas.core.transaction import (
     TwoPhaseTable,
     TxnState,
 )
-from airflow_provider_ctas.operators.assets import declared_outlets, outlet_for, record_publish_event
+from airflow_provider_ctas.operators.assets import outlet_for, record_publish_event
 from airflow_provider_ctas.operators.lineage import CtasLineageMixin
 from airflow_provider_ctas.operators.links import SparkApplicationLink
 from airflow_provider_ctas.operators.state import (
@@ -276,9 +276,10 @@ class AtomicCtasOperator(CtasLineageMixin, BaseOperator):
                 namespace=parse_time_namespace,
                 target=target_table,
                 mode=mode,
-                alias_name=f"airflow-ctas:{self.dag_id}.{self.task_id}",
+                alias_name=self._alias_name,
             )
-            self.outlets = declared_outlets(self.outlets, self._table_outlet)
+            if self._table_outlet not in self.outlets:  # BaseOperator keeps outlets as a list
+                self.outlets.append(self._table_outlet)
         self._checks: tuple[Check, ...] = ()
         self._txn: TwoPhaseTable | None = None
         self._begin_error: BaseException | None = None
@@ -415,6 +416,10 @@ class AtomicCtasOperator(CtasLineageMixin, BaseOperator):
         self._announce(context, table)
         return summary(table)
 
+    @property
+    def _alias_name(self) -> str:
+        return f"airflow-ctas:{self.dag_id}.{self.task_id}"
+
     def _announce(self, context: Context, table: TwoPhaseTable) -> None:
         outlet = self._table_outlet
         if outlet is None:
@@ -424,7 +429,7 @@ class AtomicCtasOperator(CtasLineageMixin, BaseOperator):
             # expand()'s values at run time), so its table's asset is not registered: announce it
             # through an alias, which Airflow resolves when the event arrives.
             mine = [o for o in self.outlets if o != outlet]
-            outlet = AssetAlias(name=f"airflow-ctas:{self.dag_id}.{self.task_id}")
+            outlet = AssetAlias(name=self._alias_name)
             self.outlets = [*mine, outlet]
         namespace = strategy_for(self.table_format).lineage_namespace(self.conf, table.details)
         if record_publish_event(context, outlet, namespace, table):

@@ -3,6 +3,7 @@ published partition, none for a failed try or a ``create_if_not_exists`` that fo
 
 from __future__ import annotations
 
+from typing import Any
 from urllib.parse import urlsplit
 
 import pytest
@@ -20,9 +21,13 @@ def test_events_exactly_for_what_was_published(stack, spark, database):
     uri = f"{namespace}/{database}/events"
     two_days = "SELECT id, concat('2024-01-0', CAST(1 + id % 2 AS STRING)) AS ds FROM range(10)"
 
-    published = make_dag(
-        "assets_parts", target_table=target, mode="overwrite_partitions", partition_by=["ds"], sql=two_days, conf=conf
-    )
+    partitions: dict[str, Any] = {
+        "target_table": target,
+        "mode": "overwrite_partitions",
+        "partition_by": ["ds"],
+        "conf": conf,
+    }
+    published = make_dag("assets_parts", sql=two_days, **partitions)
     assert [outlet.uri for outlet in published.get_task("ctas").outlets] == [uri]
     assert run_dag(published).task_state == "success"
     got = events(uri)
@@ -31,14 +36,7 @@ def test_events_exactly_for_what_was_published(stack, spark, database):
     assert got[0]["extra"]["partitions"] == ["ds=2024-01-01", "ds=2024-01-02"]
 
     failing = "SELECT id, CASE WHEN id = 3 THEN raise_error('boom') ELSE '2024-01-03' END AS ds FROM range(10)"
-    failed = make_dag(
-        "assets_parts_fail",
-        target_table=target,
-        mode="overwrite_partitions",
-        partition_by=["ds"],
-        sql=failing,
-        conf=conf,
-    )
+    failed = make_dag("assets_parts_fail", sql=failing, **partitions)
     assert run_dag(failed).task_state == "failed"
     assert len(events(uri)) == 2, "a failed try announces nothing"
 
