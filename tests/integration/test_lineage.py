@@ -3,6 +3,10 @@
 from __future__ import annotations
 
 import json
+import subprocess
+import sys
+from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -10,6 +14,32 @@ from tests.support.dags import DAGS_FOLDER, make_dag
 from tests.support.faults import Trial
 
 pytestmark = pytest.mark.integration
+OPENLINEAGE_SPARK = "io.openlineage:openlineage-spark_2.13:1.53.0"
+
+
+def _openlineage_env(events_file: Path) -> dict[str, str]:
+    """Airflow's OpenLineage provider on, writing to a file, telling Spark its parent job."""
+    return {
+        "AIRFLOW__OPENLINEAGE__DISABLED": "False",
+        "AIRFLOW__OPENLINEAGE__NAMESPACE": "ctas-tests",
+        "AIRFLOW__OPENLINEAGE__TRANSPORT": json.dumps(
+            {"type": "file", "log_file_path": str(events_file), "append": True}
+        ),
+        "AIRFLOW__OPENLINEAGE__SPARK_INJECT_PARENT_JOB_INFO": "True",
+    }
+
+
+def _events(path: Path) -> list[dict[str, Any]]:
+    return [json.loads(line) for line in path.read_text().splitlines() if line.strip()]
+
+
+def _names(datasets: list[dict[str, Any]]) -> set[tuple[str, str]]:
+    """A Spark listener dataset's catalog names (its symlinks; the dataset itself is named by path)."""
+    return {
+        (symlink["namespace"], symlink["name"])
+        for dataset in datasets
+        for symlink in dataset.get("facets", {}).get("symlinks", {}).get("identifiers", [])
+    }
 
 
 def test_openlineage_events_describe_the_published_table(stack, spark, database, tmp_path):
@@ -23,20 +53,12 @@ def test_openlineage_events_describe_the_published_table(stack, spark, database,
     )
     make_dag("lineage", target_table=target, sql=sql)
     events_file = tmp_path / "events.jsonl"
-    env = {
-        "AIRFLOW__OPENLINEAGE__DISABLED": "False",
-        "AIRFLOW__OPENLINEAGE__NAMESPACE": "ctas-tests",
-        "AIRFLOW__OPENLINEAGE__TRANSPORT": json.dumps(
-            {"type": "file", "log_file_path": str(events_file), "append": True}
-        ),
-        "AIRFLOW__OPENLINEAGE__SPARK_INJECT_PARENT_JOB_INFO": "True",
-    }
     log = tmp_path / "try.log"
-    state = Trial(DAGS_FOLDER / "lineage.py", "lineage", "lineage_run", log, env=env).start().wait()
-    assert state == "success"
+    state = Trial(DAGS_FOLDER / "lineage.py", "lineage", "lineage_run", log, env=_openlineage_env(events_file))
+    assert state.start().wait() == "success"
 
     text = events_file.read_text()
-    events = [json.loads(line) for line in text.splitlines() if line.strip()]
+    events = _events(events_file)
     by_type = {event["eventType"]: event for event in events}
     assert {"START", "COMPLETE"} <= set(by_type)
     complete = by_type["COMPLETE"]
@@ -51,3 +73,69 @@ def test_openlineage_events_describe_the_published_table(stack, spark, database,
     assert complete["job"]["facets"]["sql"]["query"] == sql
     assert "__ctas_" not in text, "staging tables never appear as datasets"
     assert "spark.openlineage.parentJobName=lineage.ctas" in log.read_text()
+
+
+@pytest.mark.slow
+def test_spark_openlineage_listener_joins_our_events_and_never_names_staging_as_the_target(
+    stack, spark, database, tmp_path
+):
+    """With Spark's own OpenLineage listener on (the real jar), its events are children of the
+    task's run and name the same catalog datasets as the provider's; the staging table's writes
+    appear under the staging table's own name, and the target appears only with the publish."""
+    jar = subprocess.run(
+        [sys.executable, "scripts/fetch_jars.py", "--path", OPENLINEAGE_SPARK],
+        capture_output=True,
+        text=True,
+        check=True,
+    ).stdout.strip()
+    spark.sql(f"CREATE TABLE {database}.orders USING parquet AS SELECT id, id % 7 AS customer_id FROM range(70)")
+    target = f"{database}.enriched"
+    for mode in ("create", "replace"):  # the rename, then the same-shape replace's location flip
+        spark_events, events_file = tmp_path / f"spark-{mode}.jsonl", tmp_path / f"airflow-{mode}.jsonl"
+        listener = {
+            "spark.extraListeners": "io.openlineage.spark.agent.OpenLineageSparkListener",
+            "spark.openlineage.transport.type": "file",
+            "spark.openlineage.transport.location": str(spark_events),
+        }
+        sql = f"SELECT id, customer_id FROM {database}.orders"
+        make_dag(
+            f"listener_{mode}",
+            target_table=target,
+            sql=sql,
+            mode=mode,
+            conf=listener,
+            spark_submit_options={"jars": jar},
+        )
+        trial = Trial(
+            DAGS_FOLDER / f"listener_{mode}.py",
+            f"listener_{mode}",
+            "run",
+            tmp_path / f"{mode}.log",
+            env=_openlineage_env(events_file),
+        )
+        assert trial.start().wait() == "success"
+
+        ours = {event["eventType"]: event for event in _events(events_file)}
+        theirs = _events(spark_events)
+        namespace = ours["COMPLETE"]["outputs"][0]["namespace"]
+        assert namespace.startswith("hive://127.0.0.1:")
+        # The Spark application is a child of the task's run.
+        application = [
+            e for e in theirs if e["run"]["facets"].get("parent", {}).get("job", {}).get("namespace") == "ctas-tests"
+        ]
+        assert application
+        assert {e["run"]["facets"]["parent"]["run"]["runId"] for e in application} == {ours["START"]["run"]["runId"]}
+        assert {e["run"]["facets"]["parent"]["job"]["name"] for e in application} == {f"listener_{mode}.ctas"}
+        # Same dataset names: our input and output are names the listener gives too.
+        their_inputs = _names([d for e in theirs for d in e.get("inputs", [])])
+        their_outputs = [(e, _names(e.get("outputs", []))) for e in theirs]
+        assert {(i["namespace"], i["name"]) for i in ours["COMPLETE"]["inputs"]} == {(namespace, f"{database}.orders")}
+        assert (namespace, f"{database}.orders") in their_inputs
+        assert (namespace, target) in set().union(*(names for _, names in their_outputs))
+        # The query's writes went to the staging table, under its own name; the target is named
+        # only by the metadata step that published it.
+        writes = [names for e, names in their_outputs if "insert_into" in e["job"]["name"]]
+        assert writes
+        assert all(names and all("__ctas_" in name for _, name in names) for names in writes)
+        publishing = {e["job"]["name"].split(".")[1] for e, names in their_outputs if (namespace, target) in names}
+        assert publishing and all(step.startswith("execute_alter_table") for step in publishing), publishing

@@ -33,10 +33,12 @@ from airflow_provider_ctas.core.errors import (
 from airflow_provider_ctas.core.identifiers import quote, sql_string_literal
 from airflow_provider_ctas.core.transaction import Outcome
 from airflow_provider_ctas.spark.ddl import columns_ddl
+from airflow_provider_ctas.spark.engine import Engine, Reporter
 from airflow_provider_ctas.spark.errors import first_line
 from airflow_provider_ctas.spark.protocol import PhaseReport, Reached
 
 if TYPE_CHECKING:
+    from pyspark.sql import DataFrame
     from pyspark.sql.types import StructType
 
 
@@ -171,7 +173,7 @@ def _analyse(ctx: RunContext) -> StructType:
         schema = frame.schema
     except (ParseException, AnalysisException) as exc:
         raise QueryError(f"the SELECT is not a valid query: {first_line(exc)}") from exc
-    if (inputs := ctx.catalog.engine.input_tables(frame)) is not None:
+    if (inputs := lineage_inputs(ctx.catalog.engine, frame, ctx.log)) is not None:
         ctx.details["inputs"] = inputs  # for lineage: what the analysed plan reads
     by_name = {f.name: f for f in schema.fields}
     ordered = StructType(
@@ -180,6 +182,16 @@ def _analyse(ctx: RunContext) -> StructType:
     ctx.details["columns"] = [f.name for f in ordered.fields]
     ctx.details["schema"] = [{"name": f.name, "type": f.dataType.simpleString()} for f in ordered.fields]
     return ordered
+
+
+def lineage_inputs(engine: Engine, frame: DataFrame, log: Reporter) -> list[str] | None:
+    """What the analysed plan reads, or None: lineage is a by-product, so walking Spark internals
+    that changed under us costs the lineage (the operator falls back to parsing the SQL), never the run."""
+    try:
+        return engine.input_tables(frame)
+    except Exception as exc:  # noqa: BLE001 - see the docstring
+        log.warning(f"lineage: could not read the query's input tables from its plan: {first_line(exc)}")
+        return None
 
 
 def _create_staging(ctx: RunContext, plan: Plan, schema: StructType) -> tuple[str, str]:
