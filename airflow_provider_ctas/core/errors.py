@@ -159,6 +159,13 @@ class SparkNotFoundError(CtasError):
     retryable = False
 
 
+class SparkInstallError(CtasError):
+    """The worker's pyspark is a mix of two releases; no retry can fix that."""
+
+    code = "PYSPARK_INSTALL_MIXED"
+    retryable = False
+
+
 class LeftoverError(CtasError):
     """Something blocks the target that this provider did not create and will not delete."""
 
@@ -173,30 +180,12 @@ class CoordinatorLostError(CtasError):
     code = "COORDINATOR_LOST"
 
 
-_BY_CODE: dict[str, type[CtasError]] = {
-    cls.code: cls
-    for cls in (
-        CtasError,
-        InvalidInputError,
-        AtomicityNotSupportedError,
-        CorruptStateError,
-        InvalidTransitionError,
-        TargetExistsError,
-        DatabaseNotFoundError,
-        QueryError,
-        QueryFailedError,
-        AuditFailedError,
-        StorageNotFoundError,
-        StorageAccessError,
-        UnsupportedTargetError,
-        FencedError,
-        PublishError,
-        SparkJobError,
-        SparkNotFoundError,
-        LeftoverError,
-        CoordinatorLostError,
-    )
-}
+def _family(cls: type[CtasError]) -> list[type[CtasError]]:
+    return [cls, *(member for sub in cls.__subclasses__() for member in _family(sub))]
+
+
+# Every error class is found by its code: one left out would come back as a retryable CTAS_ERROR.
+_BY_CODE: dict[str, type[CtasError]] = {cls.code: cls for cls in _family(CtasError)}
 
 
 def error_from_code(code: str, message: str) -> CtasError:

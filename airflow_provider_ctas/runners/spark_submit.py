@@ -23,8 +23,15 @@ from typing import Any
 from airflow.providers.apache.spark.hooks.spark_submit import SparkSubmitHook
 
 import airflow_provider_ctas
-from airflow_provider_ctas.core.errors import CorruptStateError, InvalidInputError, SparkJobError, SparkNotFoundError
+from airflow_provider_ctas.core.errors import (
+    CorruptStateError,
+    InvalidInputError,
+    SparkInstallError,
+    SparkJobError,
+    SparkNotFoundError,
+)
 from airflow_provider_ctas.runners.coordinator import CommitCoordinator
+from airflow_provider_ctas.runners.pyspark_install import check_pyspark_install
 from airflow_provider_ctas.spark.protocol import PhaseRequest, PhaseResult, error_info
 
 APPLICATION = str(Path(airflow_provider_ctas.__file__).parent / "driver" / "airflow_ctas_app.py")
@@ -194,6 +201,10 @@ class SparkSubmitRunner:
         return self._read_result(result_path, error)
 
     def _submit(self, hook: SparkSubmitHook, detach: bool) -> dict[str, str] | None:
+        try:
+            check_pyspark_install()
+        except SparkInstallError as exc:
+            return error_info(exc.code, str(exc), "submit")
         try:
             if detach:
                 hook.submit(APPLICATION, start_new_session=True)

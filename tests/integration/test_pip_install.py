@@ -1,0 +1,162 @@
+"""Installs as users make them: the wheel, installed with plain pip into clean venvs, is a working provider.
+
+The light install brings no pyspark: a worker that talks to Spark Connect gets the Connect client
+(``pyspark-client``, pulled by the apache-spark provider) and nothing else, and no distribution's
+files are overwritten by another's (every installed file still matches its distribution's RECORD).
+The ``spark-submit`` extra adds pyspark, which shares its folder with pyspark-client. The proof that
+each works is a real run: ``airflow dags test`` in that venv publishes a table.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+from importlib import metadata
+from pathlib import Path
+
+import pytest
+
+from tests.support.catalog import count, properties, table_exists
+from tests.support.faults import REPO
+from tests.support.fixtures import CONNECT_CONN_ID
+
+pytestmark = [pytest.mark.integration, pytest.mark.slow]
+
+PYSPARK_CLIENT = "pyspark-client"
+
+DAG = """\
+import pendulum
+from airflow.sdk import DAG
+
+from airflow_provider_ctas.operators import AtomicCtasOperator
+
+with DAG({dag_id!r}, schedule=None, start_date=pendulum.datetime(2024, 1, 1, tz="UTC")) as dag:
+    AtomicCtasOperator(task_id="ctas", target_table={target!r}, sql="SELECT id FROM range(42)", conn_id={conn!r})
+"""
+
+# What every installed file must still be: the RECORD of the distribution that put it there.
+VERIFY_RECORDS = """\
+import base64, csv, hashlib, json, sys
+from importlib import metadata
+clobbered = []
+for dist in metadata.distributions():
+    for entry in dist.files or []:
+        if not entry.hash or entry.hash.mode != "sha256":
+            continue
+        path = entry.locate()
+        digest = base64.urlsafe_b64encode(hashlib.sha256(path.read_bytes()).digest()).rstrip(b"=").decode()
+        if digest != entry.hash.value:
+            clobbered.append(f"{dist.metadata['Name']}: {entry}")
+names = sorted(d.metadata["Name"].lower() for d in metadata.distributions())
+print(json.dumps({"clobbered": clobbered, "installed": names}))
+"""
+
+
+VERSIONS = """\
+import json, re
+from importlib import metadata
+dist = metadata.distribution("pyspark")
+text = dist.locate_file("pyspark/version.py").read_text()
+print(json.dumps({"pyspark": dist.version, "files": re.search(r"__version__.*?'([^']+)'", text).group(1)}))
+"""
+
+
+def _constraints(path: Path) -> Path:
+    """The versions CI tested (this environment's, made from the lock), as pip constraints."""
+    pins = sorted(
+        f"{dist.metadata['Name']}=={dist.version}"
+        for dist in metadata.distributions()
+        if dist.metadata["Name"].lower() != "airflow-provider-ctas"
+    )
+    path.write_text("\n".join(pins) + "\n")
+    return path
+
+
+def _run(args: list[str], env: dict[str, str] | None = None, cwd: Path | None = None) -> str:
+    done = subprocess.run(args, capture_output=True, text=True, timeout=900, env=env, cwd=cwd)
+    assert done.returncode == 0, f"{args[:3]} exited {done.returncode}:\n{done.stdout[-3000:]}\n{done.stderr[-3000:]}"
+    return str(done.stdout)
+
+
+def _venvs(tmp_path: Path, requirements: dict[str, str]) -> dict[str, Path]:
+    """Clean venvs, each with one requirement installed by plain pip, side by side (2 cores)."""
+    constraints = _constraints(tmp_path / "constraints.txt")
+    builder = tmp_path / "builder"
+    _run([sys.executable, "-m", "venv", str(builder)])
+    _run([str(builder / "bin" / "pip"), "wheel", "--no-deps", "-q", "-w", str(tmp_path / "dist"), str(REPO)])
+    (wheel,) = (tmp_path / "dist").glob("airflow_provider_ctas-*.whl")
+    venvs, installs = {}, []
+    for name, extras in requirements.items():
+        venvs[name] = tmp_path / name
+        _run([sys.executable, "-m", "venv", str(venvs[name])])
+        pip = [str(venvs[name] / "bin" / "pip"), "--disable-pip-version-check", "install", "-q", "--no-compile"]
+        installs.append(subprocess.Popen([*pip, "-c", str(constraints), f"{wheel}{extras}"], stderr=subprocess.PIPE))
+    for install in installs:
+        _, stderr = install.communicate(timeout=900)
+        assert install.returncode == 0, stderr.decode()[-3000:]
+    return venvs
+
+
+def _airflow_env(venv: Path, home: Path) -> dict[str, str]:
+    """A worker's environment: that venv, its own Airflow home (SQLite), this session's Spark settings
+    (metastore service) and connections."""
+    passed = ("HOME", "JAVA_HOME", "SPARK_CONF_DIR", "SPARK_SUBMIT_OPTS", "SPARK_DIST_CLASSPATH", "SPARK_DRIVER_MEMORY")
+    return {
+        **{key: os.environ[key] for key in passed if key in os.environ},
+        **{key: value for key, value in os.environ.items() if key.startswith("AIRFLOW_CONN_")},
+        "PATH": f"{venv / 'bin'}:/usr/bin:/bin",
+        "AIRFLOW_HOME": str(home),
+        "AIRFLOW__CORE__DAGS_FOLDER": str(home / "dags"),
+        "AIRFLOW__CORE__LOAD_EXAMPLES": "False",
+    }
+
+
+def test_plain_pip_installs_run_over_connect_and_spark_submit(stack, connect_server, spark, database, tmp_path):
+    venvs = _venvs(tmp_path, {"light": "", "submit": "[spark-submit]"})
+    home = tmp_path / "airflow"
+    (home / "dags").mkdir(parents=True)
+    connect_target, submit_target = f"{database}.over_connect", f"{database}.over_submit"
+    for dag_id, target, conn in (
+        ("light", connect_target, CONNECT_CONN_ID),
+        ("submit", submit_target, "spark_default"),
+    ):
+        (home / "dags" / f"{dag_id}.py").write_text(DAG.format(dag_id=dag_id, target=target, conn=conn))
+
+    # The light install: no pyspark, the Connect client only, nothing overwritten; a working provider.
+    light, env = venvs["light"], _airflow_env(venvs["light"], home)
+    _run([str(light / "bin" / "pip"), "check"])
+    report = json.loads(_run([str(light / "bin" / "python"), "-c", VERIFY_RECORDS]))
+    assert report["clobbered"] == []
+    assert "pyspark" not in report["installed"], "the light install brings no pyspark (jars: ~460 MB)"
+    assert PYSPARK_CLIENT in report["installed"]
+    info = [str(light / "bin" / "airflow"), "providers", "get", "airflow-provider-ctas", "--full", "-o", "json"]
+    (provider,) = json.loads(_run(info, env=env))
+    assert provider["package-name"] == "airflow-provider-ctas"
+    assert provider["documentation-url"].startswith("https://")
+    _run([str(light / "bin" / "airflow"), "db", "migrate"], env=env)
+    _run([str(light / "bin" / "airflow"), "dags", "test", "light"], env=env, cwd=tmp_path)
+    assert count(spark, connect_target) == 42
+    assert properties(spark, connect_target)["airflow_ctas.dag_id"] == "light"
+
+    # The spark-submit extra: pyspark-client (required by the apache-spark provider) and pyspark
+    # share a folder. If pip let the client's older files win, the worker is refused before any
+    # spark-submit, with the command that fixes it; fixed, it publishes.
+    submit, env = venvs["submit"], _airflow_env(venvs["submit"], home)
+    python = str(submit / "bin" / "python")
+    versions = json.loads(_run([python, "-c", VERSIONS]))
+    airflow = [str(submit / "bin" / "airflow"), "dags", "test", "submit"]
+    if versions["files"] != versions["pyspark"]:
+        refused = subprocess.run(airflow, capture_output=True, text=True, timeout=600, env=env, cwd=tmp_path)
+        log = refused.stdout + refused.stderr
+        assert "[PYSPARK_INSTALL_MIXED]" in log, log[-3000:]
+        assert "Spark-Submit cmd" not in log, "refused before spark-submit ran"
+        assert not table_exists(spark, submit_target)
+        fix = f"pyspark=={versions['pyspark']}"
+        assert f"pip install --force-reinstall --no-deps '{fix}'" in log
+        _run([str(submit / "bin" / "pip"), "install", "-q", "--no-compile", "--force-reinstall", "--no-deps", fix])
+    _run(airflow, env=env, cwd=tmp_path)
+    assert count(spark, submit_target) == 42
+    overlap = json.loads(_run([python, "-c", VERIFY_RECORDS]))["clobbered"]
+    assert all(entry.startswith("pyspark-client: pyspark/") for entry in overlap), overlap
