@@ -159,6 +159,13 @@ class SparkNotFoundError(CtasError):
     retryable = False
 
 
+class UnsupportedSparkError(CtasError):
+    """The driver's (or Connect server's) Spark, Scala or Python is one the phases cannot run on."""
+
+    code = "UNSUPPORTED_SPARK"
+    retryable = False
+
+
 class SparkInstallError(CtasError):
     """The worker's pyspark is a mix of two releases; no retry can fix that."""
 

@@ -18,6 +18,7 @@ from airflow_provider_ctas.spark.coordinator_link import CoordinatorLink
 from airflow_provider_ctas.spark.engine import Reporter, engine_for
 from airflow_provider_ctas.spark.errors import classify, first_line
 from airflow_provider_ctas.spark.protocol import GC_PHASES, PhaseReport, PhaseRequest, PhaseResult, Reached, error_info
+from airflow_provider_ctas.spark.runtime import check_spark
 
 if TYPE_CHECKING:
     from pyspark.sql import SparkSession
@@ -38,7 +39,10 @@ def run_gc(spark: SparkSession, request: PhaseRequest, log: Reporter) -> PhaseRe
 
 
 def run_phases(spark: SparkSession, request: PhaseRequest, log: Reporter) -> PhaseResult:
-    engine_for(spark).start()
+    engine = engine_for(spark)
+    engine.start()
+    if (warning := check_spark(spark.version, engine.scala_version())) is not None:
+        log.warning(warning)
     if request.phases == GC_PHASES:
         return run_gc(spark, request, log)
     result = PhaseResult()

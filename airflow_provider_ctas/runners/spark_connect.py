@@ -23,7 +23,7 @@ from typing import TYPE_CHECKING, Any, Protocol
 
 from airflow.providers.apache.spark.hooks.spark_connect import SparkConnectHook
 
-from airflow_provider_ctas.core.errors import SparkJobError
+from airflow_provider_ctas.core.errors import CtasError, SparkJobError
 from airflow_provider_ctas.driver.phases import record_progress, run_phases
 from airflow_provider_ctas.spark.engine import CONNECT_MODE_VARIABLES
 from airflow_provider_ctas.spark.errors import first_line
@@ -157,6 +157,8 @@ class SparkConnectRunner:
                 spark.conf.set(key, value)
             self.log.info("[airflow-ctas] %s over Spark Connect (session %s)", name, spark.client._session_id)
             result = run_phases(spark, request, TaskLogReporter(self.log))
+        except CtasError as exc:  # e.g. the server's Spark is unsupported: keep its code (and retry decision)
+            result = PhaseResult(error=error_info(exc.code, str(exc), "connect"))
         except Exception as exc:  # noqa: BLE001 - any failure to reach or run on the server is a coded result
             result = PhaseResult(error=error_info(SparkJobError.code, first_line(exc), "connect"))
         finally:
