@@ -90,9 +90,9 @@ class ClassicEngine:
         return sorted(found)
 
     def application(self) -> dict[str, str | None]:
-        """Where the work runs: the application id, its live UI (while it runs) and the master."""
+        """Where the work runs: the application id, its live UI (while it runs), the master and Spark's version."""
         sc = self.spark.sparkContext
-        return {"id": sc.applicationId, "ui": sc.uiWebUrl, "master": sc.master}
+        return {"id": sc.applicationId, "ui": sc.uiWebUrl, "master": sc.master, "version": sc.version}
 
     def metastore_uris(self) -> str:
         """What this driver's Hive client uses: Spark conf, properties file and hive-site.xml all
@@ -202,7 +202,8 @@ class ConnectEngine:
 
     def application(self) -> dict[str, str | None]:
         """The Connect server's application (its UI address is not visible to a client)."""
-        return {"id": self.spark.conf.get("spark.app.id", None), "ui": None, "master": None}
+        app_id = self.spark.conf.get("spark.app.id", None)
+        return {"id": app_id, "ui": None, "master": None, "version": self.spark.version}
 
     def metastore_uris(self) -> str:
         """The server's Spark conf (its hive-site.xml is out of a client's reach); empty if unset."""

@@ -10,7 +10,8 @@ from __future__ import annotations
 from airflow_provider_ctas.core.errors import UnsupportedSparkError
 
 SUPPORTED_SPARK_MAJOR = 4
-TESTED_SPARK = "4.3"
+TESTED_SPARK = ("4.1", "4.3")
+"""Releases CI runs the provider on: 4.3 the whole suite, 4.1 a lifecycle smoke and a fault cell."""
 SCALA = "2.13"
 
 
@@ -21,7 +22,7 @@ def check_spark(spark_version: str, scala_version: str | None) -> str | None:
     if not major.isdigit() or int(major) != SUPPORTED_SPARK_MAJOR:
         raise UnsupportedSparkError(
             f"Spark {spark_version} is not supported: airflow-provider-ctas runs on Spark 4.x with Scala "
-            f"{SCALA} (tested: {TESTED_SPARK}); run the task on a Spark 4 cluster or distribution"
+            f"{SCALA} (tested: {', '.join(TESTED_SPARK)}); run the task on a Spark 4 cluster or distribution"
         )
     if scala_version is not None and not scala_version.startswith(SCALA + "."):
         raise UnsupportedSparkError(
@@ -29,6 +30,6 @@ def check_spark(spark_version: str, scala_version: str | None) -> str | None:
             f"Spark's Scala {SCALA} build"
         )
     minor = rest.split(".", 1)[0]
-    if f"{major}.{minor}" != TESTED_SPARK:
-        return f"Spark {spark_version} is untested with this release (tested: {TESTED_SPARK})"
+    if f"{major}.{minor}" not in TESTED_SPARK:
+        return f"Spark {spark_version} is untested with this release (tested: {', '.join(TESTED_SPARK)})"
     return None

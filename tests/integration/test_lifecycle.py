@@ -70,6 +70,7 @@ def test_create_publishes_exactly_the_select(stack, spark, database, monkeypatch
     # Where it ran: the application id in the return value, its UI as the task's extra link.
     application = txn["details"]["spark_application"]
     assert application["id"].startswith("local-") and application["master"].startswith("local")
+    assert application["version"] == __import__("pyspark").__version__
     assert xcom_value("success_create", run.run_id, "return_value")["spark_application_id"] == application["id"]
     link = xcom_value("success_create", run.run_id, "_link_SparkApplicationLink")
     assert link == application["ui"] and link.startswith("http://")

@@ -29,7 +29,8 @@ def test_unsupported_spark_is_refused(spark, scala, refused):
 def test_tested_spark_passes_and_untested_4x_warns():
     assert check_spark("4.3.0", "2.13.17") is None
     assert check_spark("4.3.1-SNAPSHOT", None) is None
-    assert check_spark("4.1.1", "2.13.16") == "Spark 4.1.1 is untested with this release (tested: 4.3)"
+    assert check_spark("4.1.1", "2.13.16") is None
+    assert check_spark("4.2.1", "2.13.16") == "Spark 4.2.1 is untested with this release (tested: 4.1, 4.3)"
 
 
 def test_airflow_older_than_3_3_is_refused_at_import():

@@ -1,0 +1,36 @@
+"""Other Spark releases for the compatibility tests, each a pyspark in its own venv beside the main
+environment (never in it): its ``bin/spark-submit``, jars and Python are what a cluster on that
+release would run. Made once per machine (pip, ~1 min), kept in a cache, under a lock."""
+
+from __future__ import annotations
+
+import fcntl
+import os
+import shutil
+import subprocess
+import sys
+from pathlib import Path
+
+CACHE = Path(os.environ.get("CTAS_PYSPARK_CACHE", Path.home() / ".cache" / "airflow-provider-ctas" / "pyspark"))
+
+
+def pyspark_venv(version: str) -> Path:
+    """A venv with exactly ``pyspark==version`` (its Python is this interpreter's version)."""
+    venv = CACHE / version
+    done = venv / ".installed"
+    if done.exists():
+        return venv
+    CACHE.mkdir(parents=True, exist_ok=True)
+    with open(CACHE / f"{version}.lock", "w") as lock:
+        fcntl.flock(lock, fcntl.LOCK_EX)
+        if not done.exists():
+            shutil.rmtree(venv, ignore_errors=True)
+            subprocess.run([sys.executable, "-m", "venv", str(venv)], check=True)
+            subprocess.run(
+                [str(venv / "bin" / "python"), "-m", "pip", "install", "-q", "--disable-pip-version-check",
+                 f"pyspark=={version}"],
+                check=True,
+                timeout=1200,
+            )  # fmt: skip
+            done.write_text(version)
+    return venv
