@@ -160,7 +160,7 @@ class SparkNotFoundError(CtasError):
 
 
 class UnsupportedSparkError(CtasError):
-    """The driver's (or Connect server's) Spark, Scala or Python is one the phases cannot run on."""
+    """The driver's (or Connect server's) Spark is a release the phases cannot run on."""
 
     code = "UNSUPPORTED_SPARK"
     retryable = False

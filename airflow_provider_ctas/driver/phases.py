@@ -39,9 +39,8 @@ def run_gc(spark: SparkSession, request: PhaseRequest, log: Reporter) -> PhaseRe
 
 
 def run_phases(spark: SparkSession, request: PhaseRequest, log: Reporter) -> PhaseResult:
-    engine = engine_for(spark)
-    engine.start()
-    if (warning := check_spark(spark.version, engine.scala_version())) is not None:
+    engine_for(spark).start()
+    if (warning := check_spark(spark.version)) is not None:
         log.warning(warning)
     if request.phases == GC_PHASES:
         return run_gc(spark, request, log)

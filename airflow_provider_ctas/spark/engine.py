@@ -66,10 +66,6 @@ class ClassicEngine:
     def start(self) -> None:
         self.spark.sparkContext.setJobGroup(JOB_GROUP, "airflow-provider-ctas")
 
-    def scala_version(self) -> str | None:
-        jvm = self.spark.sparkContext._jvm
-        return str(jvm.scala.util.Properties.versionNumberString()) if jvm is not None else None
-
     def input_tables(self, frame: DataFrame) -> list[str] | None:
         """``database.table`` of every catalog table the analysed query reads: CTEs resolved to
         what they read, table-valued functions (``range``) and temporary views' sources included
@@ -139,7 +135,7 @@ class ClassicEngine:
         if changed.size() != len(locations):
             raise RuntimeError(f"{ref}: {len(locations) - changed.size()} partition(s) to switch disappeared")
         identifier = jvm.org.apache.spark.sql.catalyst.TableIdentifier(ref.table, jvm.scala.Some(ref.database))
-        catalog.alterPartitions(identifier, jvm.scala.jdk.javaapi.CollectionConverters.asScala(changed).toList())
+        catalog.alterPartitions(identifier, jvm.org.apache.spark.api.python.PythonUtils.toList(changed))
         switched(sorted(locations))
 
     @contextlib.contextmanager
@@ -191,10 +187,6 @@ class ConnectEngine:
 
     def start(self) -> None:
         """Nothing: the runner tags the session's operations itself, to interrupt them."""
-
-    def scala_version(self) -> str | None:
-        """Unknown: a Connect client sees the server's Spark version only."""
-        return None
 
     def input_tables(self, frame: DataFrame) -> list[str] | None:
         """Unknown: a Connect client sees no analysed plan (lineage parses the SQL instead)."""

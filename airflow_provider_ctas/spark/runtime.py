@@ -1,35 +1,34 @@
-"""Which Spark runtimes the phases run on, checked where they run (the driver, or a Connect server).
+"""Which Spark releases the phases run on, checked where they run (the driver, or a Connect server).
 
-The phases use Spark 4's catalog and Scala 2.13 interfaces through py4j (``engine.py``) and Python
-3.11 syntax; an older runtime would fail half-way with an obscure py4j or syntax error, so it is
-refused before any Spark work with a message that says what is supported.
+The phases call Spark's catalog through py4j (``engine.py``): what they use exists from Spark 3.5 on,
+in its Scala 2.12 and 2.13 builds alike. An older (or a future major) release would fail half-way
+with an obscure py4j error, so it is refused before any Spark work with a message that says what is
+supported.
 """
 
 from __future__ import annotations
 
 from airflow_provider_ctas.core.errors import UnsupportedSparkError
 
-SUPPORTED_SPARK_MAJOR = 4
-TESTED_SPARK = ("4.1", "4.3")
-"""Releases CI runs the provider on: 4.3 the whole suite, 4.1 a lifecycle smoke and a fault cell."""
-SCALA = "2.13"
+OLDEST_SPARK = (3, 5)
+NEXT_UNSUPPORTED_MAJOR = 5
+TESTED_SPARK = ("3.5", "4.1", "4.3")
+"""Releases CI runs the provider on: 4.3 the whole suite, 3.5 and 4.1 a lifecycle smoke (and 3.5 a
+fault cell), each through its own spark-submit and Python."""
 
 
-def check_spark(spark_version: str, scala_version: str | None) -> str | None:
-    """Raise for a runtime the phases cannot run on; return a warning for one that is untested."""
-    release = spark_version.split("-", 1)[0]
-    major, _, rest = release.partition(".")
-    if not major.isdigit() or int(major) != SUPPORTED_SPARK_MAJOR:
+def check_spark(spark_version: str) -> str | None:
+    """Raise for a release the phases cannot run on; return a warning for one that is untested."""
+    numbers = spark_version.split("-", 1)[0].split(".")
+    try:
+        major, minor = int(numbers[0]), int(numbers[1])
+    except (IndexError, ValueError):
+        return f"Spark version {spark_version!r} not understood; assuming it is supported"
+    if (major, minor) < OLDEST_SPARK or major >= NEXT_UNSUPPORTED_MAJOR:
         raise UnsupportedSparkError(
-            f"Spark {spark_version} is not supported: airflow-provider-ctas runs on Spark 4.x with Scala "
-            f"{SCALA} (tested: {', '.join(TESTED_SPARK)}); run the task on a Spark 4 cluster or distribution"
+            f"Spark {spark_version} is not supported: airflow-provider-ctas runs on Spark 3.5 and 4.x "
+            f"(tested: {', '.join(TESTED_SPARK)}); run the task on a cluster or distribution of one of those"
         )
-    if scala_version is not None and not scala_version.startswith(SCALA + "."):
-        raise UnsupportedSparkError(
-            f"Spark {spark_version} built for Scala {scala_version} is not supported: the phases need "
-            f"Spark's Scala {SCALA} build"
-        )
-    minor = rest.split(".", 1)[0]
     if f"{major}.{minor}" not in TESTED_SPARK:
         return f"Spark {spark_version} is untested with this release (tested: {', '.join(TESTED_SPARK)})"
     return None
