@@ -8,7 +8,8 @@ from packaging.version import Version
 
 from airflow_provider_ctas import __version__
 
-MINIMUM_AIRFLOW = Version("3.3.0")
+MINIMUM_AIRFLOW = Version("3.3.2")
+"""The oldest Airflow CI ran the provider on; the wheel requires it too (pyproject.toml)."""
 
 
 def require_airflow(installed: str) -> None:

@@ -12,9 +12,9 @@ from airflow_provider_ctas.core.errors import UnsupportedSparkError
 
 OLDEST_SPARK = (3, 5)
 NEXT_UNSUPPORTED_MAJOR = 5
-TESTED_SPARK = ("3.5", "4.1", "4.3")
-"""Releases CI runs the provider on: 4.3 the whole suite, 3.5 and 4.1 a lifecycle smoke (and 3.5 a
-fault cell), each through its own spark-submit and Python."""
+TESTED_SPARK = ("3.5", "4.0", "4.1", "4.3")
+"""Releases CI runs the provider on: 4.3 the whole suite, 3.5, 4.0 and 4.1 a lifecycle smoke (and
+3.5 a fault cell), each through its own spark-submit and Python."""
 
 
 def check_spark(spark_version: str) -> str | None:

@@ -20,18 +20,17 @@ def test_unsupported_spark_is_refused(spark):
 
 
 def test_tested_spark_passes_and_untested_warns():
-    for tested in ("3.5.6", "4.1.4", "4.3.0", "4.3.1-SNAPSHOT"):
+    for tested in ("3.5.6", "4.0.5", "4.1.4", "4.3.0", "4.3.1-SNAPSHOT"):
         assert check_spark(tested) is None
-    assert check_spark("4.2.1") == "Spark 4.2.1 is untested with this release (tested: 3.5, 4.1, 4.3)"
-    assert check_spark("4.0.0") is not None
+    assert check_spark("4.2.1") == "Spark 4.2.1 is untested with this release (tested: 3.5, 4.0, 4.1, 4.3)"
     assert check_spark("weird") == "Spark version 'weird' not understood; assuming it is supported"
 
 
-def test_airflow_older_than_3_3_is_refused_at_import():
+def test_airflow_older_than_tested_is_refused_at_import():
     require_airflow("3.3.2")
     require_airflow("3.4.0.dev0")
-    with pytest.raises(RuntimeError, match=r"needs Apache Airflow 3\.3\.0\+ .*this is Airflow 3\.2\.1"):
-        require_airflow("3.2.1")
+    with pytest.raises(RuntimeError, match=r"needs Apache Airflow 3\.3\.2\+ .*this is Airflow 3\.3\.1"):
+        require_airflow("3.3.1")
 
 
 def _older_pythons() -> list[Path]:
