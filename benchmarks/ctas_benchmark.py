@@ -288,12 +288,18 @@ def measure_sizes(
                     f"publish {result.get('publish_seconds') or 0:6.3f}s  rss {result['peak_rss_mb']:6.0f} MB",
                     flush=True,
                 )
-        reset_tables(env, prefix)
-        if s3 is not None:
-            reset_tables(env, prefix, S3_DATABASE)
-        if connect:
-            reset_connect_tables(env, prefix)
+        if size != args.sizes[-1]:  # the next run's prepare() removes the whole root: no JVM for the last
+            _drop_size(env, prefix, s3, connect)
     return data
+
+
+def _drop_size(env: dict[str, str], prefix: str, s3: Any, connect: bool) -> None:
+    """Free the disk of one size's tables before the next size."""
+    reset_tables(env, prefix)
+    if s3 is not None:
+        reset_tables(env, prefix, S3_DATABASE)
+    if connect:
+        reset_connect_tables(env, prefix)
 
 
 def size_label(rows: int) -> str:
