@@ -13,6 +13,7 @@ from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, Protocol
 
+from airflow_provider_ctas.core.identifiers import TableRef
 from airflow_provider_ctas.core.transaction import TransactionKey, TwoPhaseTable
 
 if TYPE_CHECKING:
@@ -69,6 +70,8 @@ class Strategy:
     catalogs: frozenset[str]
     validate: Callable[[RequestSpec], TwoPhaseTable]
     """Validate a request (names, mode, format, options) into the table; raises InvalidInputError."""
+    validate_target: Callable[[object], TableRef]
+    """The target as this strategy's catalogs name it; raises InvalidInputError."""
     check_options: Callable[[str, str, object], None]
     """(mode, table_format, superseded_retention): the operator's checks at DAG-parse time."""
     driver: Callable[[], DriverSide]

@@ -67,7 +67,9 @@ class TableRef:
     catalog: str = SESSION_CATALOG
 
     @classmethod
-    def parse(cls, text: object, what: str = "target_table") -> TableRef:
+    def parse(cls, text: object, what: str = "target_table", *, named_catalog: bool = False) -> TableRef:
+        """``named_catalog``: the name must be ``catalog.database.table`` in a catalog other than
+        Spark's session catalog (a format's own catalog, e.g. Iceberg's ``SparkCatalog``)."""
         if not isinstance(text, str):
             raise InvalidInputError(f"{what} must be a string, got {type(text).__name__}")
         stripped = text.strip()
@@ -81,6 +83,8 @@ class TableRef:
         for i, part in enumerate(parts):
             if not part:
                 raise InvalidInputError(f"{what} {text!r} has an empty part at position {i + 1}")
+        if named_catalog:
+            return cls._in_named_catalog(text, parts, what)
         if len(parts) == 3:
             catalog = validate_name(parts[0], f"catalog of {what}")
             if catalog != SESSION_CATALOG:
@@ -94,6 +98,25 @@ class TableRef:
         database = validate_name(parts[0], f"database of {what}")
         table = validate_name(parts[1], f"table of {what}")
         return cls(database=database, table=table)
+
+    @classmethod
+    def _in_named_catalog(cls, text: str, parts: list[str], what: str) -> TableRef:
+        if len(parts) != 3:
+            raise InvalidInputError(
+                f"{what} {text!r} must name its catalog: catalog.database.table (the catalog configured "
+                "as spark.sql.catalog.<catalog>)"
+            )
+        catalog = validate_name(parts[0], f"catalog of {what}")
+        if catalog == SESSION_CATALOG:
+            raise InvalidInputError(
+                f"{what} {text!r} is in Spark's session catalog; this table format needs its own catalog "
+                "(spark.sql.catalog.<name>), named as <name>.database.table"
+            )
+        return cls(
+            database=validate_name(parts[1], f"database of {what}"),
+            table=validate_name(parts[2], f"table of {what}"),
+            catalog=catalog,
+        )
 
     def with_table(self, table: str) -> TableRef:
         return TableRef(database=self.database, table=validate_name(table, "table"), catalog=self.catalog)
@@ -110,8 +133,8 @@ class TableRef:
         return self.qualified
 
 
-def validate_target(text: object) -> TableRef:
-    ref = TableRef.parse(text)
+def validate_target(text: object, *, named_catalog: bool = False) -> TableRef:
+    ref = TableRef.parse(text, named_catalog=named_catalog)
     if ref.table.startswith(RESERVED_PREFIX):
         raise InvalidInputError(
             f"target_table {text!r} uses the prefix {RESERVED_PREFIX!r}, reserved for this provider's staging tables"

@@ -236,6 +236,11 @@ class TwoPhaseTable:
 
     # -- serialization -----------------------------------------------------------------------
 
+    @classmethod
+    def parse_target(cls, text: object) -> TableRef:
+        """The target as this kind names it (the session catalog unless a kind says otherwise)."""
+        return validate_target(text)
+
     def spec_to_dict(self) -> dict[str, Any]:
         """Kind-specific settings; every value must round-trip through JSON."""
         return {}
@@ -287,7 +292,7 @@ class TwoPhaseTable:
         if not isinstance(spec, Mapping):
             raise CorruptStateError("spec must be an object")
         try:
-            target = validate_target(data["target"])
+            target = cls.parse_target(data["target"])
         except ValueError as exc:
             raise CorruptStateError(f"target is invalid: {exc}") from exc
         return cls(

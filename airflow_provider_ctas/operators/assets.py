@@ -21,7 +21,7 @@ from urllib.parse import urlsplit
 
 from airflow.providers.common.compat.assets import Asset, AssetAlias
 
-from airflow_provider_ctas.core.identifiers import validate_target
+from airflow_provider_ctas.core.identifiers import TableRef
 from airflow_provider_ctas.core.transaction import Outcome, TwoPhaseTable
 
 if TYPE_CHECKING:
@@ -69,17 +69,16 @@ def convert_asset_to_openlineage(asset: Asset, lineage_context: Any) -> Any:
     return Dataset(namespace=f"{SCHEME}://{parsed.netloc}", name=f"{database}.{table}")
 
 
-def table_asset(namespace: str, target: str) -> Asset:
-    """``namespace`` is a lineage namespace (``hive://host:port``); ``target`` a validated target."""
-    name = validate_target(target)
-    return Asset(uri=f"{namespace}/{name.database}/{name.table}")
+def table_asset(namespace: str, target: TableRef) -> Asset:
+    """``namespace`` is a lineage namespace (``hive://host:port``), the metastore the table's catalog uses."""
+    return Asset(uri=f"{namespace}/{target.database}/{target.table}")
 
 
-def outlet_for(*, namespace: str | None, target: str, mode: str, alias_name: str) -> Asset | AssetAlias:
+def outlet_for(*, namespace: str | None, target: TableRef | None, mode: str, alias_name: str) -> Asset | AssetAlias:
     """A concrete asset when success always means published and the table is known at parse time;
-    otherwise an alias resolved at run time. ``namespace`` is None when the target, mode or conf
-    are templated."""
-    if namespace is not None and mode in ALWAYS_PUBLISHING_MODES:
+    otherwise an alias resolved at run time. ``namespace`` and ``target`` are None when the target,
+    mode or conf are templated."""
+    if namespace is not None and target is not None and mode in ALWAYS_PUBLISHING_MODES:
         return table_asset(namespace, target)
     return AssetAlias(name=alias_name)
 
@@ -113,7 +112,7 @@ def record_publish_event(context: Context, outlet: Asset | AssetAlias, namespace
     extra = event_extra(table)
     events = context["outlet_events"]
     if isinstance(outlet, AssetAlias):
-        events[outlet].add(table_asset(namespace, table.target.qualified), extra=extra)
+        events[outlet].add(table_asset(namespace, table.target), extra=extra)
         return True
     if not outlet.uri.startswith(f"{namespace}/"):
         log.warning(

@@ -36,7 +36,6 @@ from airflow_provider_ctas.core.errors import CtasError, InvalidInputError
 from airflow_provider_ctas.core.identifiers import (
     validate_columns,
     validate_table_properties,
-    validate_target,
 )
 from airflow_provider_ctas.core.transaction import (
     Outcome,
@@ -227,9 +226,8 @@ class AtomicCtasOperator(CtasLineageMixin, BaseOperator):
         self.target_table = target_table
         # The strategy serving this format checks what it can before any template renders; templated
         # values are checked once rendered, in begin, before any Spark work.
-        strategy_for(table_format).check_options(
-            "create" if _is_templated(mode) else mode, table_format, superseded_retention
-        )
+        strategy = strategy_for(table_format)
+        strategy.check_options("create" if _is_templated(mode) else mode, table_format, superseded_retention)
         self.mode = mode
         self.partition_by = (
             [partition_by] if isinstance(partition_by, str) and not _is_templated(partition_by) else partition_by
@@ -255,8 +253,7 @@ class AtomicCtasOperator(CtasLineageMixin, BaseOperator):
         # Fail at DAG parse time for what is already known; templated values are checked in begin.
         if not _is_templated(sql) and not str(sql).endswith(tuple(self.template_ext)):
             validate_query(sql)
-        if not _is_templated(target_table):
-            validate_target(target_table)
+        target = None if _is_templated(target_table) else strategy.validate_target(target_table)
         if not _is_templated(partition_by):
             validate_columns(self.partition_by, "partition_by")
             if self.mode == "overwrite_partitions" and not self.partition_by:
@@ -270,11 +267,11 @@ class AtomicCtasOperator(CtasLineageMixin, BaseOperator):
             parse_time_namespace = (
                 None
                 if any(_is_templated(v) for v in (target_table, mode, conf)) or _has_templates(conf)
-                else strategy_for(self.table_format).lineage_namespace(conf, None)
+                else strategy.lineage_namespace(conf, None)
             )
             self._table_outlet = outlet_for(
                 namespace=parse_time_namespace,
-                target=target_table,
+                target=target,
                 mode=mode,
                 alias_name=self._alias_name,
             )

@@ -12,7 +12,7 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Any
 
-from airflow_provider_ctas.core.identifiers import DEFAULT_DATABASE, validate_target
+from airflow_provider_ctas.core.identifiers import DEFAULT_DATABASE
 from airflow_provider_ctas.core.transaction import TwoPhaseTable
 
 
@@ -101,10 +101,11 @@ class CtasLineageMixin:
         from airflow_provider_ctas.catalogs import strategy_for
 
         table = self._txn
+        strategy = strategy_for(self.table_format)
         return lineage(
-            namespace=strategy_for(self.table_format).lineage_namespace(self.conf, table.details if table else None),
+            namespace=strategy.lineage_namespace(self.conf, table.details if table else None),
             sql=self.sql,
-            target=str(table.target) if table else str(validate_target(self.target_table)),
+            target=str(table.target) if table else str(strategy.validate_target(self.target_table)),
             details=table.details if table else None,
             complete=complete,
         )

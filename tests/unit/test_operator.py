@@ -6,7 +6,9 @@ from typing import Any
 
 import pytest
 
+from airflow_provider_ctas.catalogs import create_two_phase_table, load_two_phase_table
 from airflow_provider_ctas.core.errors import AtomicityNotSupportedError, InvalidInputError
+from airflow_provider_ctas.core.transaction import TransactionKey
 from airflow_provider_ctas.operators import AtomicCtasOperator
 from airflow_provider_ctas.operators.atomic_ctas import ctas_abort, ctas_begin, ctas_finalize
 
@@ -44,7 +46,7 @@ def test_bad_arguments_fail_at_dag_parse_time(kwargs, message):
         make(**kwargs)
 
 
-@pytest.mark.parametrize("table_format", ["delta", "ICEBERG", "xml"])
+@pytest.mark.parametrize("table_format", ["DELTA", "hudi", "xml"])
 def test_a_format_no_strategy_serves_is_refused_as_not_atomic(table_format):
     """The registry answers for formats: one it has no strategy for is ATOMICITY_NOT_SUPPORTED, with
     what to do instead for the table formats whose own CTAS is atomic."""
@@ -53,6 +55,38 @@ def test_a_format_no_strategy_serves_is_refused_as_not_atomic(table_format):
     assert raised.value.code == "ATOMICITY_NOT_SUPPORTED"
     if table_format != "xml":
         assert "StagingTableCatalog" in str(raised.value)
+
+
+@pytest.mark.parametrize(
+    ("kwargs", "message"),
+    [
+        ({"target_table": "db.t"}, "must name its catalog: catalog.database.table"),
+        ({"target_table": "spark_catalog.db.t"}, "needs its own catalog"),
+        (
+            {"target_table": "ice.db.t", "mode": "overwrite_partitions", "partition_by": ["k"]},
+            "not supported for Iceberg",
+        ),
+        ({"target_table": "ice.db.__ctas_x"}, "reserved for this provider"),
+    ],
+)
+def test_iceberg_targets_name_their_catalog_and_modes_are_checked_at_parse_time(kwargs, message):
+    with pytest.raises(InvalidInputError, match=message):
+        make(table_format="iceberg", **kwargs)
+
+
+def test_an_iceberg_table_round_trips_with_its_catalog():
+    op = make(table_format="ICEBERG", target_table="Ice.Db.T", mode="replace")
+    assert op.table_format == "iceberg"
+    table = create_two_phase_table(
+        key=TransactionKey("d", "t", "r"),
+        conn_id="spark_default",
+        target="ice.db.t",
+        mode="replace",
+        table_format="iceberg",
+    )
+    loaded = load_two_phase_table(table.to_json())
+    assert loaded.kind == "iceberg" and loaded.target.qualified == "ice.db.t"
+    assert loaded.to_dict() == table.to_dict()
 
 
 def test_templated_values_are_checked_later():

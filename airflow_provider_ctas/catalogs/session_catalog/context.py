@@ -7,31 +7,17 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
+from airflow_provider_ctas.catalogs.progress import Progress
 from airflow_provider_ctas.catalogs.session_catalog.catalog import CatalogClient, TableInfo
 from airflow_provider_ctas.catalogs.session_catalog.table import SessionCatalogTable
 from airflow_provider_ctas.core import faults, markers
-from airflow_provider_ctas.core.transaction import Outcome
 from airflow_provider_ctas.spark.errors import first_line
-from airflow_provider_ctas.spark.protocol import PhaseRequest, Reached
+from airflow_provider_ctas.spark.protocol import PhaseRequest
 
 if TYPE_CHECKING:
     from pyspark.sql import SparkSession
 
     from airflow_provider_ctas.spark.engine import Reporter
-
-
-@dataclass
-class Progress:
-    """How far this run got. ``published`` turns true the moment the target changed, even if a
-    later step fails: from then on the run must never abort."""
-
-    reached: Reached = Reached.NEW
-    published: bool = False
-    outcome: Outcome | None = None
-
-    def publish(self, outcome: Outcome = Outcome.PUBLISHED) -> None:
-        self.published = outcome is Outcome.PUBLISHED
-        self.outcome = outcome
 
 
 @dataclass

@@ -96,6 +96,7 @@ STRATEGY = Strategy(
     formats=FILE_FORMATS,
     catalogs=frozenset({SESSION_CATALOG}),
     validate=_validate,
+    validate_target=validate_target,
     check_options=_check_options,
     driver=_driver,
     lineage_namespace=metastore_namespace,

@@ -1,0 +1,32 @@
+"""The Iceberg strategy's driver side, as the registry hands it to the driver entry point."""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from typing import TYPE_CHECKING, Any
+
+from airflow_provider_ctas.catalogs.iceberg.executor import IcebergExecutor
+from airflow_provider_ctas.catalogs.iceberg.table import IcebergTable
+from airflow_provider_ctas.core.errors import CorruptStateError, InvalidInputError
+
+if TYPE_CHECKING:
+    from pyspark.sql import SparkSession
+
+    from airflow_provider_ctas.core.transaction import TwoPhaseTable
+    from airflow_provider_ctas.spark.engine import Reporter
+    from airflow_provider_ctas.spark.protocol import PhaseRequest
+
+
+class IcebergDriver:
+    def executor(
+        self, spark: SparkSession, table: TwoPhaseTable, request: PhaseRequest, log: Reporter
+    ) -> IcebergExecutor:
+        if not isinstance(table, IcebergTable):
+            raise CorruptStateError(f"the Iceberg strategy cannot run a {table.kind!r} table")
+        return IcebergExecutor(spark, table, request, log)
+
+    def gc(self, spark: SparkSession, settings: Mapping[str, Any], log: Reporter) -> dict[str, Any]:
+        raise InvalidInputError(
+            "airflow-ctas-gc covers session-catalog tables; an Iceberg try's staging table and branch are "
+            "dropped by its own abort, or by the next try of the same task instance"
+        )

@@ -1,0 +1,437 @@
+"""The Iceberg strategy's phases, inside the Spark driver.
+
+begin    checks the catalog, decides what the target allows, cleans up earlier tries of this
+         transaction and stages: a new target as an empty staging table with its markers, a
+         replaced one as this try's branch of the target, created from ``main`` in the same metadata
+         swap that raises the transaction's fence to this try and drops earlier tries' branches;
+prepare  writes the query: appended to the staging table, or overwriting the branch (``main`` is
+         untouched, readers see the old version); the snapshot summary carries the provenance;
+commit   a new target: renames staging to it (one metastore call, fails if the target appeared);
+         a replaced one: one metadata swap that moves ``main`` to the branch's snapshot only if the
+         fence still names this try, the branch is this try's and ``main`` has not moved since
+         begin, and that in the same swap drops the branch and the fence and records provenance;
+abort    drops this and earlier tries' staging tables and branches (their markers checked first).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from typing import TYPE_CHECKING, Any
+
+from airflow_provider_ctas import __version__
+from airflow_provider_ctas.catalogs.iceberg import metadata as md
+from airflow_provider_ctas.catalogs.iceberg.metadata import IcebergCatalog
+from airflow_provider_ctas.catalogs.iceberg.table import IcebergTable, Mode, branch_try, fence_key
+from airflow_provider_ctas.catalogs.progress import Progress
+from airflow_provider_ctas.catalogs.query import as_subquery
+from airflow_provider_ctas.catalogs.session_catalog.begin import lineage_inputs
+from airflow_provider_ctas.catalogs.session_catalog.catalog import now_iso
+from airflow_provider_ctas.core import faults, markers
+from airflow_provider_ctas.core.errors import (
+    DatabaseNotFoundError,
+    FencedError,
+    InvalidInputError,
+    PublishError,
+    QueryError,
+    TargetExistsError,
+    UnsupportedTargetError,
+)
+from airflow_provider_ctas.core.identifiers import quote, sql_string_literal
+from airflow_provider_ctas.core.transaction import Outcome
+from airflow_provider_ctas.spark.ddl import columns_ddl
+from airflow_provider_ctas.spark.engine import engine_for
+from airflow_provider_ctas.spark.errors import first_line
+from airflow_provider_ctas.spark.protocol import PhaseReport, PhaseRequest, Reached
+
+if TYPE_CHECKING:
+    from pyspark.sql import SparkSession
+    from pyspark.sql.types import StructType
+
+    from airflow_provider_ctas.spark.engine import Reporter
+
+SNAPSHOT_PROPERTY = "snapshot-property."
+
+
+class IcebergExecutor:
+    def __init__(self, spark: SparkSession, table: IcebergTable, request: PhaseRequest, log: Reporter) -> None:
+        self.spark, self.table, self.request, self.log = spark, table, request, log
+        self.engine = engine_for(spark)
+        self.progress = Progress()
+        self.details: dict[str, Any] = {}
+        self.catalog: IcebergCatalog | None = None
+        self.base_snapshot: int | None = None
+        """``main`` when this try's branch was made from it; None when staging is a new table."""
+        self.began = False
+
+    # -- the executor protocol ---------------------------------------------------------------
+
+    @property
+    def published(self) -> bool:
+        return self.progress.published
+
+    @property
+    def reached(self) -> str:
+        return self.progress.reached.value
+
+    @property
+    def outcome(self) -> str | None:
+        return self.progress.outcome.value if self.progress.outcome else None
+
+    @property
+    def nothing_to_do(self) -> bool:
+        return self.began and self.progress.outcome is not None and not self.progress.published
+
+    def spark_jobs(self) -> int | None:
+        return self.engine.job_count()
+
+    def run(self, phase: str, report: PhaseReport) -> None:
+        if phase == "begin":
+            self.begin(report)
+        elif phase == "prepare":
+            self.prepare(report)
+        elif phase == "commit":
+            self.commit(report)
+        elif phase == "abort":
+            self.abort(report)
+        elif phase == "audit":
+            raise InvalidInputError("checks are not supported for Iceberg tables yet; remove checks=")
+        else:
+            raise InvalidInputError(f"unknown phase {phase!r}")
+
+    def clean_up_this_try(self) -> list[str]:
+        return self._clean_tries(up_to=self.table.try_number)
+
+    # -- phases ------------------------------------------------------------------------------
+
+    def _catalog(self) -> IcebergCatalog:
+        if self.catalog is None:
+            self.catalog = IcebergCatalog(self.spark, self.table.target.catalog)
+        return self.catalog
+
+    def begin(self, report: PhaseReport) -> None:
+        if self.request.checks:
+            raise InvalidInputError("checks are not supported for Iceberg tables yet; remove checks=")
+        catalog, target = self._catalog(), self.table.target
+        self.details["metastore_uris"] = catalog.uri
+        self.details["spark_application"] = self.engine.application()
+        if not catalog.namespace_exists(target.database):
+            raise DatabaseNotFoundError(
+                f"namespace {target.database!r} does not exist in catalog {target.catalog!r}; create it first"
+            )
+        if self.table.try_number > 1:
+            report.touched += self._drop_staging(up_to=self.table.try_number - 1)
+        existing = catalog.load(target)
+        self.began = True
+        if existing is not None and self._nothing_to_do(md.properties(existing.operations().refresh())):
+            report.note = f"outcome {self.outcome}; nothing staged"
+            return
+        schema = self._analyse()
+        if existing is None:
+            report.touched.append(self._create_staging(schema))
+        else:
+            report.touched.append(self._create_branch(existing, schema))
+        self.progress.reached = Reached.BEGUN
+
+    def _nothing_to_do(self, props: Mapping[str, str]) -> bool:
+        target, mode = self.table.target, self.table.mode
+        if markers.owned_by(props, self.table.txn_id):
+            published_try = markers.marker_try(props)
+            self.details["published_by_try"] = published_try
+            if not (mode is Mode.REPLACE and published_try == self.table.last_committed_try):
+                self.log.info(f"{target} was already published by try {published_try} of this task instance")
+                self.progress.outcome = Outcome.ALREADY_PUBLISHED
+                return True
+            self.log.info(f"{target} was published by try {published_try}, recorded successful: re-running")
+            return False
+        if mode is Mode.CREATE:
+            raise TargetExistsError(
+                f"{target} already exists; mode 'create' does not touch it (use 'replace' to replace it "
+                "or 'create_if_not_exists' to skip)"
+            )
+        if mode is Mode.CREATE_IF_NOT_EXISTS:
+            self.log.info(f"{target} exists; create_if_not_exists: nothing to do")
+            self.progress.outcome = Outcome.TARGET_EXISTS
+            return True
+        return False
+
+    def _analyse(self) -> StructType:
+        from pyspark.errors import AnalysisException, ParseException
+
+        if self.request.sql is None:
+            raise InvalidInputError("no SQL was sent for this transaction")
+        try:
+            frame = self.spark.sql(as_subquery(self.request.sql))
+            schema = frame.schema
+        except (ParseException, AnalysisException) as exc:
+            raise QueryError(f"the SELECT is not a valid query: {first_line(exc)}") from exc
+        if (inputs := lineage_inputs(self.engine, frame, self.log)) is not None:
+            self.details["inputs"] = inputs
+        missing = [c for c in self.table.partition_by if c not in {f.name.lower() for f in schema.fields}]
+        if missing:
+            raise InvalidInputError(f"partition_by names {missing}, which the query does not produce")
+        self.details["columns"] = [f.name for f in schema.fields]
+        self.details["schema"] = [{"name": f.name, "type": f.dataType.simpleString()} for f in schema.fields]
+        return schema
+
+    def _create_staging(self, schema: StructType) -> str:
+        staging = self.table.staging_table()
+        props = {**self.table.table_properties, **self.table.provenance(at=now_iso(), provider_version=__version__)}
+        listed = ", ".join(f"{sql_string_literal(k)} = {sql_string_literal(v)}" for k, v in props.items())
+        partitioned = (
+            f" PARTITIONED BY ({', '.join(quote(c) for c in self.table.partition_by)})"
+            if self.table.partition_by
+            else ""
+        )
+        self.spark.sql(
+            f"CREATE TABLE {staging.quoted} ({columns_ddl(schema)}) USING iceberg{partitioned} TBLPROPERTIES ({listed})"
+        )
+        self.details["publish_mechanism"] = "rename"
+        return f"{staging} (created, empty)"
+
+    def _create_branch(self, existing: Any, schema: StructType) -> str:
+        target, txn, try_number = self.table.target, self.table.txn_id, self.table.try_number
+        current = existing.operations().refresh()
+        _require_same_shape(target.qualified, current, schema, self.table.partition_by)
+        branch, fence = self.table.branch, fence_key(txn)
+
+        def stage(base: Any, builder: Any) -> Any:
+            fenced_at = int(md.properties(base).get(fence, "0"))
+            if fenced_at > try_number:
+                raise FencedError(f"try {fenced_at} of this task instance has begun; try {try_number} must not")
+            main = md.main_snapshot(base)
+            if main is None:
+                raise UnsupportedTargetError(
+                    f"{target} has no snapshot yet (created empty); insert into it once, or drop it, first"
+                )
+            for name in md.refs(base):
+                older = branch_try(name, txn)
+                if older is not None and older != try_number:
+                    builder = builder.removeRef(name)
+            self.base_snapshot = main
+            return builder.setRef(branch, self._catalog().branch_ref(main)).setProperties({fence: str(try_number)})
+
+        self._catalog().commit(existing, stage)
+        # Spark's catalog caches table metadata; the write must see the branch just made.
+        self.spark.sql(f"REFRESH TABLE {target.quoted}")
+        self.details["publish_mechanism"] = "branch"
+        self.details["base_snapshot_id"] = self.base_snapshot
+        return f"{target} (branch {branch} from snapshot {self.base_snapshot}; fence raised to try {try_number})"
+
+    def prepare(self, report: PhaseReport) -> None:
+        if self.request.sql is None:
+            raise InvalidInputError("no SQL was sent for this transaction")
+        from pyspark.sql.functions import lit
+
+        frame = self.spark.sql(as_subquery(self.request.sql))
+        provenance = self.table.provenance(at=now_iso(), provider_version=__version__)
+        target = self.table.target
+        into = (
+            self.table.staging_table().quoted
+            if self.base_snapshot is None
+            else f"{target.quoted}.{quote('branch_' + self.table.branch)}"
+        )
+        writer = frame.writeTo(into).options(**{SNAPSHOT_PROPERTY + k: v for k, v in provenance.items()})
+        self._fault("before_write")
+        with self.engine.progress(f"prepare {target}", self.log):
+            if self.base_snapshot is None:
+                writer.append()
+            else:
+                writer.overwrite(lit(True))
+        written = self._written_snapshot()
+        self.details["row_count"] = int(written.get("added-records", "0"))
+        self.details["snapshot_id"] = int(written["snapshot-id"])
+        report.touched.append(f"{into} (snapshot {written['snapshot-id']}, {self.details['row_count']} rows written)")
+        self.progress.reached = Reached.PREPARED
+        self._fault("after_prepare")
+
+    def _written_snapshot(self) -> dict[str, str]:
+        catalog = self._catalog()
+        staged_in = self.table.staging_table() if self.base_snapshot is None else self.table.target
+        meta = catalog.current(staged_in)
+        snapshot_id = None
+        if meta is not None:
+            snapshot_id = md.main_snapshot(meta) if self.base_snapshot is None else md.refs(meta).get(self.table.branch)
+        if meta is None or snapshot_id is None:
+            raise FencedError("this try's staged snapshot is gone: a newer try of this task instance took over")
+        return {**md.summary(meta, snapshot_id), "snapshot-id": str(snapshot_id)}
+
+    def commit(self, report: PhaseReport) -> None:
+        self._fault("before_publish")
+        if self.base_snapshot is None:
+            self._publish_by_rename(report)
+        else:
+            self._publish_branch(report)
+        if self.progress.published:
+            self.progress.reached = Reached.COMMITTED
+            self._fault("after_publish")
+
+    def _publish_by_rename(self, report: PhaseReport) -> None:
+        catalog, staging, target = self._catalog(), self.table.staging_table(), self.table.target
+        current = catalog.current(staging)
+        props = md.properties(current) if current is not None else {}
+        if not markers.owned_by(props, self.table.txn_id) or markers.marker_try(props) != self.table.try_number:
+            raise FencedError(
+                f"staging table {staging} of try {self.table.try_number} is gone: a newer try of this task "
+                "instance has taken over, so this try must not publish"
+            )
+        try:
+            catalog.rename(staging, target)
+        except Exception as exc:
+            if catalog.load(target) is None:
+                if catalog.load(staging) is None:
+                    raise FencedError(f"staging table {staging} was dropped by a newer try during the publish") from exc
+                raise PublishError(f"could not rename {staging} to {target}: {first_line(exc)}") from exc
+            self._lost_race(report)
+            return
+        self.progress.publish()
+        self.details["publish"] = {"mechanism": "rename"}
+        report.touched.append(f"{staging} -> {target} (renamed; no data moved)")
+
+    def _lost_race(self, report: PhaseReport) -> None:
+        catalog, target, staging = self._catalog(), self.table.target, self.table.staging_table()
+        current = catalog.current(target)
+        props = md.properties(current) if current is not None else {}
+        catalog.drop(staging)
+        report.touched.append(f"{staging} (dropped: {target} appeared)")
+        if markers.owned_by(props, self.table.txn_id):
+            self.details["published_by_try"] = markers.marker_try(props)
+            self.progress.publish(Outcome.ALREADY_PUBLISHED)
+        elif self.table.mode is Mode.CREATE_IF_NOT_EXISTS:
+            self.progress.publish(Outcome.TARGET_EXISTS)
+        elif self.table.mode is Mode.REPLACE:
+            raise PublishError(
+                f"{target} was created by another writer while this run was creating it; the next try replaces it"
+            )
+        else:
+            raise TargetExistsError(f"{target} was created by another writer while this task ran; it is left untouched")
+
+    def _publish_branch(self, report: PhaseReport) -> None:
+        catalog, target, txn, try_number = self._catalog(), self.table.target, self.table.txn_id, self.table.try_number
+        branch, fence = self.table.branch, fence_key(txn)
+        existing = catalog.load(target)
+        if existing is None:
+            raise PublishError(f"{target} was dropped while this try ran; nothing was published")
+        published_at = now_iso()
+        provenance = {
+            **self.table.provenance(at=published_at, provider_version=__version__),
+            markers.PUBLISHED_AT: published_at,
+            markers.ROW_COUNT: str(self.details.get("row_count", "")),
+        }
+
+        def publish(base: Any, builder: Any) -> Any:
+            fenced_at = md.properties(base).get(fence)
+            staged = md.refs(base).get(branch)
+            if fenced_at != str(try_number) or staged is None:
+                raise FencedError(
+                    f"try {fenced_at or 'of another run'} of this task instance took over {target}; try "
+                    f"{try_number} must not publish"
+                )
+            main = md.main_snapshot(base)
+            if main != self.base_snapshot or md.parent_id(base, staged) != main:
+                raise PublishError(
+                    f"{target} changed since this try began (main is snapshot {main}, was {self.base_snapshot}): "
+                    "another writer committed; the next try builds on the new version"
+                )
+            return (
+                builder.setBranchSnapshot(staged, "main")
+                .removeRef(branch)
+                .removeProperties(catalog.java_set([fence]))
+                .setProperties(provenance)
+            )
+
+        catalog.commit(existing, publish)
+        self.progress.publish()
+        self.details["publish"] = {"mechanism": "branch", "snapshot_id": self.details.get("snapshot_id")}
+        report.touched.append(f"{target} (main -> snapshot {self.details.get('snapshot_id')} of branch {branch})")
+
+    def abort(self, report: PhaseReport) -> None:
+        report.touched += self._clean_tries(up_to=self.table.try_number)
+        self.progress.reached = Reached.ABORTED
+        self.progress.outcome = Outcome.ABORTED
+
+    # -- clean-up ----------------------------------------------------------------------------
+
+    def _clean_tries(self, up_to: int) -> list[str]:
+        return self._drop_staging(up_to) + self._drop_branches(up_to)
+
+    def _drop_staging(self, up_to: int) -> list[str]:
+        """Staging tables of tries ``<= up_to`` of this transaction, each checked for our markers."""
+        catalog, touched = self._catalog(), []
+        for try_number in range(1, up_to + 1):
+            staging = self.table.staging_table(try_number)
+            table = catalog.load(staging)
+            if table is None:
+                continue
+            props = md.properties(table.operations().refresh())
+            if markers.owned_by(props, self.table.txn_id) and markers.marker_try(props) == try_number:
+                catalog.drop(staging)
+                touched.append(f"{staging} (dropped)")
+            else:
+                self.log.warning(f"{staging} does not carry this transaction's markers; left alone")
+        return touched
+
+    def _drop_branches(self, up_to: int) -> list[str]:
+        """Branches of tries ``<= up_to``, and the fence if it names one of them: one metadata swap."""
+        catalog, txn, fence = self._catalog(), self.table.txn_id, fence_key(self.table.txn_id)
+        existing = catalog.load(self.table.target)
+        if existing is None:
+            return []
+        dropped: list[str] = []
+
+        def drop(base: Any, builder: Any) -> Any | None:
+            dropped[:] = [n for n in md.refs(base) if (t := branch_try(n, txn)) is not None and t <= up_to]
+            fenced_at = md.properties(base).get(fence)
+            stale_fence = fenced_at is not None and fenced_at.isdigit() and int(fenced_at) <= up_to
+            if not dropped and not stale_fence:
+                return None
+            for name in dropped:
+                builder = builder.removeRef(name)
+            return builder.removeProperties(catalog.java_set([fence])) if stale_fence else builder
+
+        catalog.commit(existing, drop)
+        return [f"{self.table.target} (branch {name} dropped)" for name in dropped]
+
+    def _fault(self, point: str) -> None:
+        faults.inject(self.request.faults, point, self.table.try_number, self.log.info)
+
+
+def _require_same_shape(target: str, metadata: Any, schema: StructType, partition_by: tuple[str, ...]) -> None:
+    """A replace writes a snapshot of the target's own schema and partitioning; Iceberg's schema is
+    table-wide, so changing it would show the new shape to readers of the old version."""
+    columns = [(str(f.name()).lower(), str(f.type())) for f in metadata.schema().columns()]
+    new = [(f.name.lower(), _iceberg_type(f.dataType)) for f in schema.fields]
+    if [c for c, _ in columns] != [c for c, _ in new] or any(
+        t is not None and t != old for (_, old), (_, t) in zip(columns, new, strict=True)
+    ):
+        raise UnsupportedTargetError(
+            f"the query's columns {new} differ from {target}'s {columns}: a replace of an Iceberg table keeps its "
+            "schema (readers of the current version would see a new schema); drop the table first or "
+            "write under a new name"
+        )
+    spec = [str(f.name()) for f in metadata.spec().fields()]
+    if partition_by and list(partition_by) != spec:
+        raise UnsupportedTargetError(
+            f"partition_by {list(partition_by)} differs from {target}'s partitioning {spec}; a replace keeps it"
+        )
+
+
+def _iceberg_type(data_type: Any) -> str | None:
+    """Iceberg's name for a Spark atomic type, or None (nested types are left to Iceberg's write check)."""
+    names = {
+        "bigint": "long",
+        "int": "int",
+        "smallint": "int",
+        "tinyint": "int",
+        "string": "string",
+        "double": "double",
+        "float": "float",
+        "boolean": "boolean",
+        "date": "date",
+        "timestamp": "timestamptz",
+        "timestamp_ntz": "timestamp",
+        "binary": "binary",
+    }
+    simple = str(data_type.simpleString())
+    if simple.startswith("decimal"):
+        return simple
+    return names.get(simple)

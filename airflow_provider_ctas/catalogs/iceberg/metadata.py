@@ -1,0 +1,164 @@
+"""Iceberg's Java catalog and table metadata, reached through the driver's JVM (py4j).
+
+Every change this provider makes to a target's metadata is one ``TableOperations.commit(base,
+new)``: the catalog swaps the metadata pointer only if it still is ``base`` (the Hive catalog
+checks the metastore's ``metadata_location`` under a lock, or with an expected-parameter
+``alter_table`` when locks are off), so preconditions read from ``base`` hold at the instant of
+the swap. Iceberg's own update classes re-apply themselves on a refreshed base when a commit
+conflicts, which would skip our preconditions; hence the explicit ``TableMetadata`` builder.
+
+The catalog is built from the Spark catalog's own options but without Spark's table cache, so
+every read here sees the metastore's current state.
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Callable, Iterable, Mapping
+from typing import TYPE_CHECKING, Any
+
+from airflow_provider_ctas.core.errors import InvalidInputError, PublishError, UnsupportedTargetError
+from airflow_provider_ctas.core.identifiers import TableRef
+from airflow_provider_ctas.spark.engine import is_connect
+from airflow_provider_ctas.spark.errors import first_line
+
+if TYPE_CHECKING:
+    from pyspark.sql import SparkSession
+
+SPARK_CATALOG_CLASS = "org.apache.iceberg.spark.SparkCatalog"
+COMMIT_ATTEMPTS = 5
+_NOT_FOUND = ("NoSuchTableException", "NoSuchIcebergTableException", "NoSuchObjectException")
+
+
+class Conflict(Exception):
+    """``base`` was no longer current when the swap ran: re-read and re-check."""
+
+
+def java_class(exc: BaseException) -> str:
+    java = getattr(exc, "java_exception", None)
+    return str(java.getClass().getName()) if java is not None else type(exc).__name__
+
+
+class IcebergCatalog:
+    def __init__(self, spark: SparkSession, name: str) -> None:
+        if is_connect(spark):
+            raise UnsupportedTargetError(
+                "Iceberg tables publish through Iceberg's Java API inside the Spark driver; use a "
+                "spark-submit connection (conn_type spark), not Spark Connect"
+            )
+        self.spark, self.name = spark, name
+        session: Any = spark  # the py4j handles are private attributes of a classic session
+        self.jvm: Any = session._jvm
+        prefix = f"spark.sql.catalog.{name}"
+        conf = {str(k): str(v) for k, v in spark.sparkContext.getConf().getAll()}
+        impl = conf.get(prefix)
+        example = f"{prefix}={SPARK_CATALOG_CLASS}, {prefix}.type=hive, {prefix}.uri=thrift://<metastore>:9083"
+        if impl is None:
+            raise InvalidInputError(f"catalog {name!r} is not configured; set in the operator's conf: {example}")
+        if impl != SPARK_CATALOG_CLASS:
+            raise UnsupportedTargetError(f"catalog {name!r} is {impl}; the Iceberg strategy serves {example}")
+        options = {k[len(prefix) + 1 :]: v for k, v in conf.items() if k.startswith(prefix + ".")}
+        if options.get("type", "hive") != "hive" or "catalog-impl" in options:
+            raise UnsupportedTargetError(
+                f"catalog {name!r} is not Hive-metastore-backed (type={options.get('type')!r}); the Iceberg "
+                f"strategy is tested with {prefix}.type=hive only"
+            )
+        try:
+            self.jvm.java.lang.Thread.currentThread().getContextClassLoader().loadClass(SPARK_CATALOG_CLASS)
+        except Exception as exc:
+            raise InvalidInputError(
+                f"the Iceberg runtime is not on the driver's classpath ({first_line(exc)}): add the jar "
+                f"iceberg-spark-runtime-<spark minor>_2.13 matching Spark {spark.version} to spark.jars"
+            ) from exc
+        hadoop_conf = session._jsc.hadoopConfiguration()
+        self.uri = str(options.get("uri") or hadoop_conf.get("hive.metastore.uris") or "")
+        self.catalog = self.jvm.org.apache.iceberg.CatalogUtil.buildIcebergCatalog(name, options, hadoop_conf)
+
+    def _ident(self, ref: TableRef) -> Any:
+        # ``of`` is varargs, which py4j cannot call; the parts are validated names, so no dot inside.
+        return self.jvm.org.apache.iceberg.catalog.TableIdentifier.parse(f"{ref.database}.{ref.table}")
+
+    def _namespace(self, database: str) -> Any:
+        return self.jvm.org.apache.iceberg.catalog.TableIdentifier.parse(f"{database}.t").namespace()
+
+    def namespace_exists(self, database: str) -> bool:
+        return bool(self.catalog.namespaceExists(self._namespace(database)))
+
+    def load(self, ref: TableRef) -> Any | None:
+        """The table, or None when there is none (or it is not an Iceberg table)."""
+        try:
+            return self.catalog.loadTable(self._ident(ref))
+        except Exception as exc:
+            if java_class(exc).rsplit(".", 1)[-1] in _NOT_FOUND:
+                return None
+            raise
+
+    def current(self, ref: TableRef) -> Any | None:
+        """The table's current metadata, or None when there is no such table."""
+        table = self.load(ref)
+        return None if table is None else table.operations().refresh()
+
+    def rename(self, source: TableRef, target: TableRef) -> None:
+        self.catalog.renameTable(self._ident(source), self._ident(target))
+
+    def drop(self, ref: TableRef) -> bool:
+        """Drops the table and its files (only ever called on staging this provider created)."""
+        return bool(self.catalog.dropTable(self._ident(ref), True))
+
+    def commit(self, table: Any, change: Callable[[Any, Any], Any | None]) -> Any | None:
+        """Swap the table's metadata for ``change(base, builder)``'s, re-reading ``base`` on a conflict.
+
+        ``change`` checks its preconditions on ``base`` (raising when they fail) and returns the
+        builder with its changes, or None when ``base`` already needs none. Returns the new metadata.
+        """
+        ops = table.operations()
+        for attempt in range(1, COMMIT_ATTEMPTS + 1):
+            base = ops.refresh()
+            builder = change(base, self.jvm.org.apache.iceberg.TableMetadata.buildFrom(base))
+            if builder is None:
+                return None
+            new = builder.build()
+            try:
+                ops.commit(base, new)
+                return new
+            except Exception as exc:
+                name = java_class(exc)
+                if name.endswith("CommitFailedException") and attempt < COMMIT_ATTEMPTS:
+                    time.sleep(0.2 * attempt)
+                    continue
+                raise PublishError(f"could not commit {table.name()}'s metadata ({name}): {first_line(exc)}") from exc
+        raise AssertionError("unreachable")
+
+    def java_set(self, items: Iterable[str]) -> Any:
+        result = self.jvm.java.util.HashSet()
+        for item in items:
+            result.add(item)
+        return result
+
+    def branch_ref(self, snapshot_id: int) -> Any:
+        return self.jvm.org.apache.iceberg.SnapshotRef.branchBuilder(snapshot_id).build()
+
+
+def properties(metadata: Any) -> dict[str, str]:
+    return {str(k): str(v) for k, v in dict(metadata.properties()).items()}
+
+
+def refs(metadata: Any) -> dict[str, int]:
+    """Branch and tag names with the snapshot each points at."""
+    return {str(name): int(ref.snapshotId()) for name, ref in dict(metadata.refs()).items()}
+
+
+def summary(metadata: Any, snapshot_id: int) -> Mapping[str, str]:
+    snapshot = metadata.snapshot(snapshot_id)
+    return {} if snapshot is None else {str(k): str(v) for k, v in dict(snapshot.summary()).items()}
+
+
+def parent_id(metadata: Any, snapshot_id: int) -> int | None:
+    snapshot = metadata.snapshot(snapshot_id)
+    parent = None if snapshot is None else snapshot.parentId()
+    return None if parent is None else int(parent)
+
+
+def main_snapshot(metadata: Any) -> int | None:
+    snapshot = metadata.currentSnapshot()
+    return None if snapshot is None else int(snapshot.snapshotId())

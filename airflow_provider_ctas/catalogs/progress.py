@@ -1,0 +1,22 @@
+"""How far one driver-side run got, shared by every strategy's executor."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from airflow_provider_ctas.core.transaction import Outcome
+from airflow_provider_ctas.spark.protocol import Reached
+
+
+@dataclass
+class Progress:
+    """How far this run got. ``published`` turns true the moment the target changed, even if a
+    later step fails: from then on the run must never abort."""
+
+    reached: Reached = Reached.NEW
+    published: bool = False
+    outcome: Outcome | None = None
+
+    def publish(self, outcome: Outcome = Outcome.PUBLISHED) -> None:
+        self.published = outcome is Outcome.PUBLISHED
+        self.outcome = outcome

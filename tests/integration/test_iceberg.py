@@ -1,0 +1,200 @@
+"""The Iceberg strategy on real Iceberg (the 1.11 runtime from Maven Central) in a Hive-metastore
+catalog on this session's metastore service, through the real operator, its driver on Spark 4.1
+(the newest Spark that runtime supports). An independent reader (its own Spark 4.1 JVM with the
+runtime, ``tests/support/iceberg.py``) checks the tables.
+"""
+
+from __future__ import annotations
+
+import signal
+import time
+from collections.abc import Iterator
+from typing import Any
+
+import pytest
+
+from airflow_provider_ctas.catalogs.iceberg.table import FENCE_PREFIX
+from airflow_provider_ctas.core import markers
+from airflow_provider_ctas.core.transaction import TransactionKey
+from tests.support.dags import DAGS_FOLDER, make_dag, run_dag, xcom_value
+from tests.support.faults import Trial, wait_for_drivers_to_exit
+from tests.support.iceberg import CATALOG, SPARK_FOR_ICEBERG, IcebergReader, iceberg_conf, spark41
+from tests.support.processes import kill_spark_driver, wait_for_line
+
+pytestmark = [pytest.mark.integration, pytest.mark.slow]
+
+TRY_SQL = "SELECT id, CAST({{ ti.try_number }} AS BIGINT) AS written_by_try FROM range(100)"
+
+
+@pytest.fixture(scope="module")
+def reader(metastore, tmp_path_factory) -> Iterator[IcebergReader]:
+    session = IcebergReader(metastore, tmp_path_factory.mktemp("iceberg") / "reader.log")
+    yield session
+    session.close()
+
+
+@pytest.fixture
+def on_spark41(monkeypatch, metastore) -> dict[str, str]:
+    """A task's conf for the Iceberg catalog; its spark-submit and driver are Spark 4.1's."""
+    env, conf = spark41()
+    for key, value in env.items():
+        monkeypatch.setenv(key, value)
+    return {**conf, **iceberg_conf(metastore)}
+
+
+def _ctas(dag_id: str, conf: dict[str, str], **kwargs: Any) -> tuple[str, dict[str, Any]]:
+    run = run_dag(make_dag(dag_id, conf=conf, table_format="iceberg", **kwargs))
+    return run.task_state, xcom_value(dag_id, run.run_id, "ctas_transaction") or {}
+
+
+def _leftovers(reader: IcebergReader, database: str, table: str) -> list[str]:
+    """Staging tables in the namespace, branches other than main and fences on the table."""
+    staging = [r[1] for r in reader.rows(f"SHOW TABLES IN {CATALOG}.{database}") if r[1].startswith("__ctas_")]
+    branches = [b for b in reader.branches(table) if b != "main"] if reader.exists(table) else []
+    fences = [k for k in reader.properties(table) if k.startswith(FENCE_PREFIX)] if reader.exists(table) else []
+    return staging + branches + fences
+
+
+def test_iceberg_lifecycle(stack, reader, on_spark41, database):
+    target = f"{CATALOG}.{database}.events"
+
+    state, txn = _ctas("ice_create", on_spark41, target_table=target, sql="SELECT id, id % 7 AS k FROM range(700)")
+    assert state == "success", txn
+    assert txn["details"]["publish"]["mechanism"] == "rename"
+    assert txn["details"]["spark_application"]["version"] == SPARK_FOR_ICEBERG
+    assert reader.value(f"SELECT count(*) FROM {target}") == 700
+    created_txn = TransactionKey("ice_create", "ctas", txn["key"]["run_id"]).txn_id
+    assert reader.properties(target)[markers.TXN_ID] == created_txn
+    assert reader.current_summary(target)[markers.DAG_ID] == "ice_create", "provenance on the snapshot"
+
+    # Same-shape replace: staged on a branch, main moved in one metadata swap.
+    first_snapshot = reader.value(f"SELECT snapshot_id FROM {target}.refs WHERE name = 'main'")
+    state, txn = _ctas("ice_replace", on_spark41, target_table=target, mode="replace",
+                       sql="SELECT id, id % 3 AS k FROM range(50)")  # fmt: skip
+    assert state == "success", txn
+    assert txn["details"]["publish"]["mechanism"] == "branch"
+    assert reader.value(f"SELECT count(*) FROM {target}") == 50
+    summary = reader.current_summary(target)
+    assert summary[markers.DAG_ID] == "ice_replace" and summary[markers.TRY_NUMBER] == "1"
+    assert reader.properties(target)[markers.DAG_ID] == "ice_replace"
+    assert reader.value(f"SELECT count(*) FROM {target} VERSION AS OF {first_snapshot}") == 700, (
+        "the replaced version stays readable as a snapshot"
+    )
+    assert _leftovers(reader, database, target) == []
+
+    # A query that fails mid-write: the target keeps its version, nothing is left.
+    failing = "SELECT id, CAST(IF(id = 7, raise_error('boom'), id % 3) AS BIGINT) AS k FROM range(40)"
+    state, txn = _ctas("ice_failed", on_spark41, target_table=target, mode="replace", sql=failing)
+    assert state == "failed" and txn["details"]["error"]["code"] == "QUERY_FAILED"
+    assert reader.value(f"SELECT count(*) FROM {target}") == 50
+    assert _leftovers(reader, database, target) == []
+
+    # A replace that would change the schema is refused before any data is written.
+    state, txn = _ctas("ice_reshape", on_spark41, target_table=target, mode="replace",
+                       sql="SELECT id, 'x' AS k, 1 AS extra FROM range(5)")  # fmt: skip
+    assert state == "failed" and txn["details"]["error"]["code"] == "UNSUPPORTED_TARGET"
+    assert "keeps its schema" in txn["details"]["error"]["message"]
+    assert reader.value(f"SELECT count(*) FROM {target}") == 50
+    assert _leftovers(reader, database, target) == []
+
+    state, txn = _ctas("ice_keep", on_spark41, target_table=target, mode="create_if_not_exists",
+                       sql="SELECT 1 AS id, 1 AS k")  # fmt: skip
+    assert state == "success" and txn["outcome"] == "target_exists"
+    assert reader.value(f"SELECT count(*) FROM {target}") == 50
+
+
+def test_a_catalog_that_is_not_configured_is_a_clear_error_before_any_spark_work(stack, on_spark41, database):
+    state, txn = _ctas("ice_nocat", on_spark41, target_table=f"nocat.{database}.t", sql="SELECT 1 AS id")
+    assert state == "failed"
+    error = txn["details"]["error"]
+    assert error["code"] == "INVALID_INPUT" and error["phase"] == "begin"
+    assert "catalog 'nocat' is not configured" in error["message"]
+    assert "spark.sql.catalog.nocat=org.apache.iceberg.spark.SparkCatalog" in error["message"], "the fix is named"
+
+
+def test_plain_rtas_lets_a_zombie_win_and_the_operator_does_not(stack, reader, on_spark41, database, tmp_path):
+    """Iceberg's REPLACE TABLE commit is last-committer-wins: a writer that started first and
+    commits last puts back its (older) result over a newer one. Then the same scenario through the
+    operator: try 1 is a zombie (its task still answers commit), try 2 takes over and publishes."""
+    plain = f"{CATALOG}.{database}.plain"
+    reader.rows(f"CREATE TABLE {plain} USING iceberg AS SELECT id, 'first' AS v, '' AS pause FROM range(3)")
+    slow = "reflect('java.lang.Thread', 'sleep', CAST(400 AS BIGINT))"
+    assert "started" in reader.request(
+        background="zombie",
+        sql=f"CREATE OR REPLACE TABLE {plain} USING iceberg AS SELECT id, 'zombie' AS v, {slow} AS pause "
+        "FROM range(0, 40, 1, 2)",
+    )
+    time.sleep(4)  # the zombie's replace transaction has begun; its job is running
+    reader.rows(f"CREATE OR REPLACE TABLE {plain} USING iceberg AS SELECT id, 'newer' AS v, '' AS pause FROM range(5)")
+    assert reader.rows(f"SELECT DISTINCT v FROM {plain}") == [["newer"]]
+    assert "rows" in reader.request(wait="zombie")
+    assert reader.rows(f"SELECT DISTINCT v FROM {plain}") == [["zombie"]], "plain RTAS: the zombie overwrote"
+
+    target = f"{CATALOG}.{database}.fenced"
+    reader.rows(f"CREATE TABLE {target} USING iceberg AS SELECT id, CAST(0 AS BIGINT) AS written_by_try FROM range(5)")
+    dag_id = "ice_zombie"
+    make_dag(dag_id, retries=3, target_table=target, mode="replace", sql=TRY_SQL, table_format="iceberg",
+             conf=on_spark41)  # fmt: skip
+    progress, release = tmp_path / "progress", tmp_path / "release"
+    faults = {"progress_file": str(progress), "after_prepare": {"wait_for": str(release), "only_try": 1}}
+    first = Trial(DAGS_FOLDER / f"{dag_id}.py", dag_id, "zombie_run", tmp_path / "try1.log", faults).start()
+    wait_for_line(progress, "after_prepare try=1", timeout=240)
+
+    second = Trial(DAGS_FOLDER / f"{dag_id}.py", dag_id, "zombie_run", tmp_path / "try2.log").start().wait()
+    assert second == "success"
+    release.touch()
+    wait_for_line(progress, "result phases=begin,prepare,commit ok=False FENCED", timeout=120)
+    first.wait()
+    wait_for_drivers_to_exit(target)
+    assert "commit: the task decided commit for try 1" in (tmp_path / "try1.log").read_text(errors="replace")
+    assert reader.rows(f"SELECT DISTINCT written_by_try FROM {target}") == [[2]]
+    assert reader.value(f"SELECT count(*) FROM {target}") == 100
+    assert reader.current_summary(target)[markers.TRY_NUMBER] == "2"
+    assert _leftovers(reader, database, target) == []
+
+
+@pytest.mark.parametrize("mode", ["create", "replace"])
+def test_killed_tries_leave_nothing_and_a_retry_after_a_landed_commit_writes_nothing(
+    stack, reader, on_spark41, database, tmp_path, mode
+):
+    """Try 1's driver is SIGKILLed mid-write: nothing published. Try 2's task process is SIGKILLed
+    right after its publish: try 3 reports already_published and commits no new snapshot."""
+    target = f"{CATALOG}.{database}.killed_{mode}"
+    if mode == "replace":
+        reader.rows(
+            f"CREATE TABLE {target} USING iceberg AS SELECT id, CAST(0 AS BIGINT) AS written_by_try, "
+            "CAST(NULL AS STRING) AS pause FROM range(5)"
+        )
+    dag_id = f"ice_kill_{mode}"
+    slow = "reflect('java.lang.Thread', 'sleep', CAST({{ 200 if ti.try_number == 1 else 0 }} AS BIGINT))"
+    written_by = "CAST({{ ti.try_number }} AS BIGINT) AS written_by_try"
+    sql = f"SELECT id, {written_by}, {slow} AS pause FROM range(0, 200, 1, 2)"
+    make_dag(dag_id, retries=3, target_table=target, mode=mode, sql=sql, table_format="iceberg", conf=on_spark41)
+    progress = tmp_path / "progress"
+    run_id = f"kill_{mode}"
+
+    def trial(n: int, faults: dict[str, Any]) -> Trial:
+        return Trial(DAGS_FOLDER / f"{dag_id}.py", dag_id, run_id, tmp_path / f"try{n}.log", faults).start()
+
+    first = trial(1, {"progress_file": str(progress), "before_write": {"only_try": 1}})
+    wait_for_line(progress, "before_write try=1", timeout=240)
+    time.sleep(5)
+    assert kill_spark_driver(f"{target} try 1")
+    assert first.wait() != "success"
+    wait_for_drivers_to_exit(target)
+    before = reader.value(f"SELECT count(*) FROM {target}") if mode == "replace" else None
+    assert before in (None, 5) and (mode == "replace" or not reader.exists(target))
+
+    second = trial(2, {"progress_file": str(progress), "after_publish": {"sleep": 60, "only_try": 2}})
+    wait_for_line(progress, "after_publish try=2", timeout=240)
+    second.signal_group(signal.SIGKILL)
+    second.wait()
+    wait_for_drivers_to_exit(target)
+    snapshots = reader.value(f"SELECT count(*) FROM {target}.snapshots")
+    assert reader.rows(f"SELECT DISTINCT written_by_try FROM {target}") == [[2]]
+
+    assert trial(3, {}).wait() == "success"
+    assert "already published by try 2" in (tmp_path / "try3.log").read_text(errors="replace")
+    assert reader.value(f"SELECT count(*) FROM {target}.snapshots") == snapshots, "the retry wrote nothing"
+    assert reader.value(f"SELECT count(*) FROM {target}") == 200
+    assert _leftovers(reader, database, target) == []
