@@ -6,6 +6,7 @@ runtime, ``tests/support/iceberg.py``) checks the tables.
 
 from __future__ import annotations
 
+import re
 import signal
 import time
 from collections.abc import Iterator
@@ -13,13 +14,16 @@ from typing import Any
 
 import pytest
 
+from airflow_provider_ctas.catalogs.iceberg.metadata import SPARK_CATALOG_CLASS, IcebergCatalog
 from airflow_provider_ctas.catalogs.iceberg.table import FENCE_PREFIX
 from airflow_provider_ctas.core import markers
+from airflow_provider_ctas.core.errors import InvalidInputError, UnsupportedTargetError
 from airflow_provider_ctas.core.transaction import TransactionKey
 from tests.support.dags import DAGS_FOLDER, make_dag, run_dag, xcom_value
-from tests.support.faults import Trial, wait_for_drivers_to_exit
-from tests.support.iceberg import CATALOG, SPARK_FOR_ICEBERG, IcebergReader, iceberg_conf, spark41
+from tests.support.faults import Trial, check_observations, summarize, wait_for_drivers_to_exit
+from tests.support.iceberg import CATALOG, SPARK_FOR_ICEBERG, IcebergPoller, IcebergReader, iceberg_conf, spark41
 from tests.support.processes import kill_spark_driver, wait_for_line
+from tests.support.reliability import record_cell
 
 pytestmark = [pytest.mark.integration, pytest.mark.slow]
 
@@ -62,6 +66,7 @@ def test_iceberg_lifecycle(stack, reader, on_spark41, database):
     assert state == "success", txn
     assert txn["details"]["publish"]["mechanism"] == "rename"
     assert txn["details"]["spark_application"]["version"] == SPARK_FOR_ICEBERG
+    assert txn["details"]["metastore_uris"] == stack.uri, "lineage names the Iceberg catalog's metastore"
     assert reader.value(f"SELECT count(*) FROM {target}") == 700
     created_txn = TransactionKey("ice_create", "ctas", txn["key"]["run_id"]).txn_id
     assert reader.properties(target)[markers.TXN_ID] == created_txn
@@ -103,13 +108,29 @@ def test_iceberg_lifecycle(stack, reader, on_spark41, database):
     assert reader.value(f"SELECT count(*) FROM {target}") == 50
 
 
-def test_a_catalog_that_is_not_configured_is_a_clear_error_before_any_spark_work(stack, on_spark41, database):
-    state, txn = _ctas("ice_nocat", on_spark41, target_table=f"nocat.{database}.t", sql="SELECT 1 AS id")
-    assert state == "failed"
-    error = txn["details"]["error"]
-    assert error["code"] == "INVALID_INPUT" and error["phase"] == "begin"
-    assert "catalog 'nocat' is not configured" in error["message"]
-    assert "spark.sql.catalog.nocat=org.apache.iceberg.spark.SparkCatalog" in error["message"], "the fix is named"
+@pytest.mark.parametrize(
+    ("conf", "error", "message"),
+    [
+        ({}, InvalidInputError, "catalog 'lake' is not configured; set in the operator's conf: "
+         "spark.sql.catalog.lake=org.apache.iceberg.spark.SparkCatalog"),
+        ({"": "org.example.OtherCatalog"}, UnsupportedTargetError, "the Iceberg strategy serves"),
+        ({"": SPARK_CATALOG_CLASS, ".type": "hadoop"}, UnsupportedTargetError, "not Hive-metastore-backed"),
+        ({"": SPARK_CATALOG_CLASS, ".type": "hive"}, InvalidInputError,
+         "the Iceberg runtime is not on the driver's classpath"),
+    ],
+)  # fmt: skip
+def test_catalog_problems_are_refused_with_the_fix_before_any_spark_work(spark, conf, error, message):
+    """What begin checks first, in a real driver session: this test process's Spark 4.3, which has no
+    Iceberg runtime on its classpath."""
+    keys = [f"spark.sql.catalog.lake{suffix}" for suffix in conf]
+    try:
+        for key, value in zip(keys, conf.values(), strict=True):
+            spark.conf.set(key, value)
+        with pytest.raises(error, match=re.escape(message)):
+            IcebergCatalog(spark, "lake")
+    finally:
+        for key in keys:
+            spark.conf.unset(key)
 
 
 def test_plain_rtas_lets_a_zombie_win_and_the_operator_does_not(stack, reader, on_spark41, database, tmp_path):
@@ -118,15 +139,19 @@ def test_plain_rtas_lets_a_zombie_win_and_the_operator_does_not(stack, reader, o
     operator: try 1 is a zombie (its task still answers commit), try 2 takes over and publishes."""
     plain = f"{CATALOG}.{database}.plain"
     reader.rows(f"CREATE TABLE {plain} USING iceberg AS SELECT id, 'first' AS v, '' AS pause FROM range(3)")
-    slow = "reflect('java.lang.Thread', 'sleep', CAST(400 AS BIGINT))"
+    # One partition (one of the reader's two cores) for 20 s: the newer writer runs beside it.
+    slow = "reflect('java.lang.Thread', 'sleep', CAST(1000 AS BIGINT))"
     assert "started" in reader.request(
         background="zombie",
         sql=f"CREATE OR REPLACE TABLE {plain} USING iceberg AS SELECT id, 'zombie' AS v, {slow} AS pause "
-        "FROM range(0, 40, 1, 2)",
+        "FROM range(0, 20, 1, 1)",
     )
-    time.sleep(4)  # the zombie's replace transaction has begun; its job is running
-    reader.rows(f"CREATE OR REPLACE TABLE {plain} USING iceberg AS SELECT id, 'newer' AS v, '' AS pause FROM range(5)")
+    time.sleep(5)  # the zombie's replace transaction has begun; its job is running
+    reader.rows(
+        f"CREATE OR REPLACE TABLE {plain} USING iceberg AS SELECT id, 'newer' AS v, '' AS pause FROM range(0, 5, 1, 1)"
+    )
     assert reader.rows(f"SELECT DISTINCT v FROM {plain}") == [["newer"]]
+    assert reader.request(running="zombie")["running"], "the newer replace committed while the zombie ran"
     assert "rows" in reader.request(wait="zombie")
     assert reader.rows(f"SELECT DISTINCT v FROM {plain}") == [["zombie"]], "plain RTAS: the zombie overwrote"
 
@@ -137,20 +162,27 @@ def test_plain_rtas_lets_a_zombie_win_and_the_operator_does_not(stack, reader, o
              conf=on_spark41)  # fmt: skip
     progress, release = tmp_path / "progress", tmp_path / "release"
     faults = {"progress_file": str(progress), "after_prepare": {"wait_for": str(release), "only_try": 1}}
-    first = Trial(DAGS_FOLDER / f"{dag_id}.py", dag_id, "zombie_run", tmp_path / "try1.log", faults).start()
-    wait_for_line(progress, "after_prepare try=1", timeout=240)
-
-    second = Trial(DAGS_FOLDER / f"{dag_id}.py", dag_id, "zombie_run", tmp_path / "try2.log").start().wait()
+    started = time.monotonic()
+    with IcebergPoller(reader, target) as poller:
+        first = Trial(DAGS_FOLDER / f"{dag_id}.py", dag_id, "zombie_run", tmp_path / "try1.log", faults).start()
+        wait_for_line(progress, "after_prepare try=1", timeout=240)
+        second = Trial(DAGS_FOLDER / f"{dag_id}.py", dag_id, "zombie_run", tmp_path / "try2.log").start().wait()
+        release.touch()
+        wait_for_line(progress, "result phases=begin,prepare,commit ok=False FENCED", timeout=120)
+        first.wait()
+        wait_for_drivers_to_exit(target)
+    left = _leftovers(reader, database, target)
+    problem = check_observations(poller.seen, {"5:0", "100:2"}, "100:2")
+    _record("zombie", "try 1 a zombie (its task still answers commit); try 2 takes over and publishes, "
+            "then try 1 reaches its publish", "replace", f"try 1: {first.wait()} (FENCED); try 2: {second}",
+            left, poller.seen, problem, started)  # fmt: skip
     assert second == "success"
-    release.touch()
-    wait_for_line(progress, "result phases=begin,prepare,commit ok=False FENCED", timeout=120)
-    first.wait()
-    wait_for_drivers_to_exit(target)
     assert "commit: the task decided commit for try 1" in (tmp_path / "try1.log").read_text(errors="replace")
     assert reader.rows(f"SELECT DISTINCT written_by_try FROM {target}") == [[2]]
     assert reader.value(f"SELECT count(*) FROM {target}") == 100
     assert reader.current_summary(target)[markers.TRY_NUMBER] == "2"
-    assert _leftovers(reader, database, target) == []
+    assert left == []
+    assert problem is None, summarize(poller.seen)
 
 
 @pytest.mark.parametrize("mode", ["create", "replace"])
@@ -171,30 +203,89 @@ def test_killed_tries_leave_nothing_and_a_retry_after_a_landed_commit_writes_not
     sql = f"SELECT id, {written_by}, {slow} AS pause FROM range(0, 200, 1, 2)"
     make_dag(dag_id, retries=3, target_table=target, mode=mode, sql=sql, table_format="iceberg", conf=on_spark41)
     progress = tmp_path / "progress"
-    run_id = f"kill_{mode}"
 
     def trial(n: int, faults: dict[str, Any]) -> Trial:
-        return Trial(DAGS_FOLDER / f"{dag_id}.py", dag_id, run_id, tmp_path / f"try{n}.log", faults).start()
+        log = tmp_path / f"try{n}.log"
+        return Trial(DAGS_FOLDER / f"{dag_id}.py", dag_id, f"kill_{mode}", log, faults).start()
 
-    first = trial(1, {"progress_file": str(progress), "before_write": {"only_try": 1}})
-    wait_for_line(progress, "before_write try=1", timeout=240)
-    time.sleep(5)
-    assert kill_spark_driver(f"{target} try 1")
-    assert first.wait() != "success"
-    wait_for_drivers_to_exit(target)
-    before = reader.value(f"SELECT count(*) FROM {target}") if mode == "replace" else None
-    assert before in (None, 5) and (mode == "replace" or not reader.exists(target))
+    started = time.monotonic()
+    with IcebergPoller(reader, target) as poller:
+        first = trial(1, {"progress_file": str(progress), "before_write": {"only_try": 1}})
+        wait_for_line(progress, "before_write try=1", timeout=240)
+        time.sleep(5)
+        assert kill_spark_driver(f"{target} try 1")
+        try1 = first.wait()
+        wait_for_drivers_to_exit(target)
+        left1 = _leftovers(reader, database, target)
+        published_before = reader.exists(target)
 
-    second = trial(2, {"progress_file": str(progress), "after_publish": {"sleep": 60, "only_try": 2}})
-    wait_for_line(progress, "after_publish try=2", timeout=240)
-    second.signal_group(signal.SIGKILL)
-    second.wait()
-    wait_for_drivers_to_exit(target)
-    snapshots = reader.value(f"SELECT count(*) FROM {target}.snapshots")
-    assert reader.rows(f"SELECT DISTINCT written_by_try FROM {target}") == [[2]]
+        second = trial(2, {"progress_file": str(progress), "after_publish": {"sleep": 60, "only_try": 2}})
+        wait_for_line(progress, "after_publish try=2", timeout=240)
+        second.signal_group(signal.SIGKILL)
+        try2 = second.wait()
+        wait_for_drivers_to_exit(target)
+        snapshots = reader.value(f"SELECT count(*) FROM {target}.snapshots")
+        try3 = trial(3, {}).wait()
+    new_snapshots = reader.value(f"SELECT count(*) FROM {target}.snapshots") - snapshots
+    left = _leftovers(reader, database, target)
+    old = "missing" if mode == "create" else "5:0"
+    problem = check_observations(poller.seen, {old, "200:2"}, "200:2")
+    _record(f"kill-{mode}", "SIGKILL the Spark driver mid-write (try 1); SIGKILL the task process right after "
+            "its publish (try 2); try 3 without a fault", mode,
+            f"try 1: {try1}, left {left1 or 'nothing'}; try 2: {try2}; try 3: {try3}, {new_snapshots} new "
+            "snapshots", left, poller.seen, problem, started)  # fmt: skip
 
-    assert trial(3, {}).wait() == "success"
+    assert try1 != "success" and left1 == [] and published_before is (mode == "replace")
     assert "already published by try 2" in (tmp_path / "try3.log").read_text(errors="replace")
-    assert reader.value(f"SELECT count(*) FROM {target}.snapshots") == snapshots, "the retry wrote nothing"
+    assert try3 == "success" and new_snapshots == 0, "the retry wrote nothing"
+    assert reader.rows(f"SELECT DISTINCT written_by_try FROM {target}") == [[2]]
     assert reader.value(f"SELECT count(*) FROM {target}") == 200
+    assert left == []
+    assert problem is None, summarize(poller.seen)
+
+
+def _record(
+    cell: str, fault: str, mode: str, tries: str, left: list[str], seen: list[Any], problem: str | None, started: float
+) -> None:
+    record_cell(
+        f"iceberg-{cell}",
+        {
+            "table": "iceberg",
+            "order": cell,
+            "fault": fault,
+            "mode": mode,
+            "tries": tries,
+            "left": left,
+            "seen": summarize(seen),
+            "ok": problem is None and not left,
+            "problem": problem,
+            "seconds": round(time.monotonic() - started),
+        },
+    )
+
+
+def test_two_creators_race_and_exactly_one_publishes(stack, reader, on_spark41, database, tmp_path):
+    """Two task instances create the same Iceberg table; both reach their publish at once."""
+    target = f"{CATALOG}.{database}.raced"
+    release = tmp_path / "release"
+    trials = {}
+    for n in (1, 2):
+        dag_id = f"ice_race_{n}"
+        make_dag(dag_id, target_table=target, sql=f"SELECT id, {n} AS writer FROM range({n * 100})",
+                 table_format="iceberg", conf=on_spark41)  # fmt: skip
+        faults = {"progress_file": str(tmp_path / "progress"), "before_publish": {"wait_for": str(release)}}
+        trials[n] = Trial(DAGS_FOLDER / f"{dag_id}.py", dag_id, "race", tmp_path / f"writer{n}.log", faults).start()
+    progress, deadline = tmp_path / "progress", time.monotonic() + 240
+    while not progress.exists() or progress.read_text().splitlines().count("before_publish try=1") < 2:
+        assert time.monotonic() < deadline, "both writers must reach their publish"
+        time.sleep(0.2)
+    release.touch()
+    states = {n: trial.wait() for n, trial in trials.items()}
+    assert sorted(states.values()) == ["failed", "success"], states
+    winner = next(n for n, state in states.items() if state == "success")
+    loser = 3 - winner
+    assert reader.rows(f"SELECT DISTINCT writer FROM {target}") == [[winner]]
+    assert reader.value(f"SELECT count(*) FROM {target}") == winner * 100
+    error = xcom_value(f"ice_race_{loser}", "race", "ctas_transaction")["details"]["error"]
+    assert error["code"] == "TARGET_EXISTS" and "created by another writer" in error["message"]
     assert _leftovers(reader, database, target) == []

@@ -12,10 +12,13 @@ import json
 import os
 import subprocess
 import sys
+import threading
+import time
 from pathlib import Path
 from typing import Any
 
 from ctas_devstack.metastore import HiveMetastore
+from tests.support.faults import classify_read_error
 from tests.support.spark_versions import pyspark_venv
 
 SPARK_FOR_ICEBERG = "4.1.4"
@@ -51,6 +54,8 @@ for line in sys.stdin:
             thread.start()
             background[request["background"] + ":thread"] = thread
             answer = {"started": True}
+        elif "running" in request:
+            answer = {"running": background[request["running"] + ":thread"].is_alive()}
         elif "wait" in request:
             background.pop(request["wait"] + ":thread").join()
             answer = background.pop(request["wait"])
@@ -107,6 +112,7 @@ class IcebergReader:
             stderr=log.open("ab"),
             text=True,
         )
+        self._lock = threading.Lock()
         self._answer()
 
     def _answer(self) -> dict[str, Any]:
@@ -118,9 +124,10 @@ class IcebergReader:
 
     def request(self, **request: Any) -> dict[str, Any]:
         assert self.process.stdin is not None
-        self.process.stdin.write(json.dumps(request) + "\n")
-        self.process.stdin.flush()
-        return self._answer()
+        with self._lock:  # a poller thread shares the process
+            self.process.stdin.write(json.dumps(request) + "\n")
+            self.process.stdin.flush()
+            return self._answer()
 
     def rows(self, sql: str) -> list[list[Any]]:
         answer = self.request(sql=sql)
@@ -157,3 +164,33 @@ class IcebergReader:
             self.process.wait(timeout=60)
         except subprocess.TimeoutExpired:
             self.process.kill()
+
+
+class IcebergPoller:
+    """Polls ``<rows>:<max written_by_try>`` of a table through the reader the whole time a test
+    runs: a reader must only ever see no table / the old version, or the complete new one, and
+    which try wrote what it sees."""
+
+    def __init__(self, reader: IcebergReader, table: str, interval: float = 0.4) -> None:
+        self.reader, self.table, self.interval = reader, table, interval
+        self.seen: list[Any] = []
+        self._stop = threading.Event()
+        self._thread = threading.Thread(target=self._run, daemon=True)
+
+    def _run(self) -> None:
+        sql = f"SELECT concat(count(*), ':', coalesce(max(written_by_try), '-')) FROM {self.table}"
+        while not self._stop.is_set():
+            try:
+                self.seen.append(self.reader.value(sql))
+            except AssertionError as exc:
+                self.seen.append(classify_read_error(exc))
+            time.sleep(self.interval)
+
+    def __enter__(self) -> IcebergPoller:
+        self._thread.start()
+        return self
+
+    def __exit__(self, *_: object) -> None:
+        time.sleep(0.5)
+        self._stop.set()
+        self._thread.join(timeout=60)

@@ -267,13 +267,22 @@ class IcebergExecutor:
 
     def _publish_by_rename(self, report: PhaseReport) -> None:
         catalog, staging, target = self._catalog(), self.table.staging_table(), self.table.target
-        current = catalog.current(staging)
-        props = md.properties(current) if current is not None else {}
-        if not markers.owned_by(props, self.table.txn_id) or markers.marker_try(props) != self.table.try_number:
+        table = catalog.load(staging)
+        if table is None:
             raise FencedError(
                 f"staging table {staging} of try {self.table.try_number} is gone: a newer try of this task "
                 "instance has taken over, so this try must not publish"
             )
+
+        def stamp(base: Any, builder: Any) -> Any:
+            props = md.properties(base)
+            if not markers.owned_by(props, self.table.txn_id) or markers.marker_try(props) != self.table.try_number:
+                raise FencedError(f"{staging} does not carry try {self.table.try_number}'s markers; not publishing")
+            return builder.setProperties(
+                {markers.PUBLISHED_AT: now_iso(), markers.ROW_COUNT: str(self.details.get("row_count", ""))}
+            )
+
+        catalog.commit(table, stamp)  # carried over by the rename, as the session catalog's markers are
         try:
             catalog.rename(staging, target)
         except Exception as exc:
