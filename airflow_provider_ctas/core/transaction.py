@@ -19,6 +19,7 @@ from dataclasses import dataclass, field
 from enum import StrEnum
 from typing import Any, ClassVar, TypeVar
 
+from airflow_provider_ctas.core import markers
 from airflow_provider_ctas.core.errors import CorruptStateError, FencedError, InvalidTransitionError
 from airflow_provider_ctas.core.identifiers import TableRef, validate_target
 
@@ -235,6 +236,20 @@ class TwoPhaseTable:
         del self.history[:-MAX_HISTORY]
 
     # -- serialization -----------------------------------------------------------------------
+
+    def marker_properties(self, *, created_at: str, provider_version: str) -> dict[str, str]:
+        """Ownership markers and provenance: written with what this try stages, they survive its publish."""
+        return {
+            markers.TXN_ID: self.txn_id,
+            markers.TRY_NUMBER: str(self.try_number),
+            markers.TARGET: self.target.qualified,
+            markers.DAG_ID: self.key.dag_id,
+            markers.TASK_ID: self.key.task_id,
+            markers.RUN_ID: self.key.run_id,
+            markers.MAP_INDEX: str(self.key.map_index),
+            markers.PROVIDER_VERSION: provider_version,
+            markers.CREATED_AT: created_at,
+        }
 
     @classmethod
     def parse_target(cls, text: object) -> TableRef:

@@ -26,14 +26,14 @@ from ctas_devstack.postgres import create_database, drop_database
 from tests.support.catalog import count, fresh, leftovers, partition_locations
 from tests.support.faults import classify_read_error
 
-# 8 task runs on 2 cores: 4-6 minutes beside the rest of the suite. The four runs of each pass
+# 6 task runs on 2 cores: 3-5 minutes beside the rest of the suite. The runs of each pass
 # race, as a backfill's first runs always do (issue 22's failure was a first-publish race); the
 # losers' retries write into the table the winner created; more dates only repeat the steady
 # state and cost CI time. Templated per-date targets (the example DAG's ``daily_orders_{{ ds_nodash }}``)
 # are run by test_examples.py and test_assets.py.
 pytestmark = [pytest.mark.integration, pytest.mark.slow, pytest.mark.timeout(2400)]
 
-DAYS = 4
+DAYS = 3
 FAIL_DAY = 3
 DAG_SOURCE = """\
 import datetime

@@ -59,7 +59,7 @@ def _leftovers(reader: IcebergReader, database: str, table: str) -> list[str]:
     return staging + branches + fences
 
 
-def test_iceberg_lifecycle(stack, reader, on_spark41, database):
+def test_iceberg_lifecycle(stack, spark, reader, on_spark41, database):
     target = f"{CATALOG}.{database}.events"
 
     state, txn = _ctas("ice_create", on_spark41, target_table=target, sql="SELECT id, id % 7 AS k FROM range(700)")
@@ -69,7 +69,9 @@ def test_iceberg_lifecycle(stack, reader, on_spark41, database):
     assert txn["details"]["metastore_uris"] == stack.uri, "lineage names the Iceberg catalog's metastore"
     assert reader.value(f"SELECT count(*) FROM {target}") == 700
     created_txn = TransactionKey("ice_create", "ctas", txn["key"]["run_id"]).txn_id
-    assert reader.properties(target)[markers.TXN_ID] == created_txn
+    created = reader.properties(target)
+    assert created[markers.TXN_ID] == created_txn and created[markers.ROW_COUNT] == "700"
+    assert markers.PUBLISHED_AT in created, "stamped on staging before the rename"
     assert reader.current_summary(target)[markers.DAG_ID] == "ice_create", "provenance on the snapshot"
 
     # Same-shape replace: staged on a branch, main moved in one metadata swap.
@@ -81,7 +83,8 @@ def test_iceberg_lifecycle(stack, reader, on_spark41, database):
     assert reader.value(f"SELECT count(*) FROM {target}") == 50
     summary = reader.current_summary(target)
     assert summary[markers.DAG_ID] == "ice_replace" and summary[markers.TRY_NUMBER] == "1"
-    assert reader.properties(target)[markers.DAG_ID] == "ice_replace"
+    replaced = reader.properties(target)
+    assert replaced[markers.DAG_ID] == "ice_replace" and replaced[markers.ROW_COUNT] == "50"
     assert reader.value(f"SELECT count(*) FROM {target} VERSION AS OF {first_snapshot}") == 700, (
         "the replaced version stays readable as a snapshot"
     )
@@ -106,6 +109,14 @@ def test_iceberg_lifecycle(stack, reader, on_spark41, database):
                        sql="SELECT 1 AS id, 1 AS k")  # fmt: skip
     assert state == "success" and txn["outcome"] == "target_exists"
     assert reader.value(f"SELECT count(*) FROM {target}") == 50
+
+    # The name is taken by a table that is not an Iceberg table (same metastore): left untouched.
+    spark.sql(f"CREATE TABLE {database}.hive_owned USING parquet AS SELECT 7 AS id")
+    state, txn = _ctas("ice_taken", on_spark41, target_table=f"{CATALOG}.{database}.hive_owned", sql="SELECT 1 AS id")
+    assert state == "failed" and txn["details"]["error"]["code"] == "TARGET_EXISTS"
+    assert "is not an Iceberg table" in txn["details"]["error"]["message"]
+    assert [r.id for r in spark.table(f"{database}.hive_owned").collect()] == [7]
+    assert _leftovers(reader, database, target) == []
 
 
 @pytest.mark.parametrize(
@@ -267,19 +278,24 @@ def _record(
 def test_two_creators_race_and_exactly_one_publishes(stack, reader, on_spark41, database, tmp_path):
     """Two task instances create the same Iceberg table; both reach their publish at once."""
     target = f"{CATALOG}.{database}.raced"
-    release = tmp_path / "release"
+    release, progress = tmp_path / "release", tmp_path / "progress"
     trials = {}
-    for n in (1, 2):
-        dag_id = f"ice_race_{n}"
-        make_dag(dag_id, target_table=target, sql=f"SELECT id, {n} AS writer FROM range({n * 100})",
-                 table_format="iceberg", conf=on_spark41)  # fmt: skip
-        faults = {"progress_file": str(tmp_path / "progress"), "before_publish": {"wait_for": str(release)}}
-        trials[n] = Trial(DAGS_FOLDER / f"{dag_id}.py", dag_id, "race", tmp_path / f"writer{n}.log", faults).start()
-    progress, deadline = tmp_path / "progress", time.monotonic() + 240
-    while not progress.exists() or progress.read_text().splitlines().count("before_publish try=1") < 2:
-        assert time.monotonic() < deadline, "both writers must reach their publish"
-        time.sleep(0.2)
-    release.touch()
+    try:
+        # Started one after the other (two task processes registering DAGs at once collide in
+        # Airflow's database); both wait at their publish for the same release.
+        for n in (1, 2):
+            dag_id = f"ice_race_{n}"
+            make_dag(dag_id, target_table=target, sql=f"SELECT id, {n} AS writer FROM range({n * 100})",
+                     table_format="iceberg", conf=on_spark41)  # fmt: skip
+            faults = {"progress_file": str(progress), "before_publish": {"wait_for": str(release)}}
+            log = tmp_path / f"writer{n}.log"
+            trials[n] = Trial(DAGS_FOLDER / f"{dag_id}.py", dag_id, "race", log, faults).start()
+            deadline = time.monotonic() + 240
+            while not progress.exists() or progress.read_text().splitlines().count("before_publish try=1") < n:
+                assert time.monotonic() < deadline, f"writer {n} must reach its publish"
+                time.sleep(0.2)
+    finally:
+        release.touch()
     states = {n: trial.wait() for n, trial in trials.items()}
     assert sorted(states.values()) == ["failed", "success"], states
     winner = next(n for n, state in states.items() if state == "success")

@@ -2,7 +2,7 @@
 
 from typing import Any, cast
 
-from airflow_provider_ctas.catalogs.session_catalog.begin import lineage_inputs
+from airflow_provider_ctas.catalogs.analysis import lineage_inputs
 
 
 class _Log:

@@ -19,12 +19,12 @@ from collections.abc import Mapping
 from typing import TYPE_CHECKING, Any
 
 from airflow_provider_ctas import __version__
+from airflow_provider_ctas.catalogs.analysis import analyse_query, describe_schema
 from airflow_provider_ctas.catalogs.iceberg import metadata as md
 from airflow_provider_ctas.catalogs.iceberg.metadata import IcebergCatalog
 from airflow_provider_ctas.catalogs.iceberg.table import IcebergTable, Mode, branch_try, fence_key
 from airflow_provider_ctas.catalogs.progress import Progress
 from airflow_provider_ctas.catalogs.query import as_subquery
-from airflow_provider_ctas.catalogs.session_catalog.begin import lineage_inputs
 from airflow_provider_ctas.catalogs.session_catalog.catalog import now_iso
 from airflow_provider_ctas.core import faults, markers
 from airflow_provider_ctas.core.errors import (
@@ -32,7 +32,6 @@ from airflow_provider_ctas.core.errors import (
     FencedError,
     InvalidInputError,
     PublishError,
-    QueryError,
     TargetExistsError,
     UnsupportedTargetError,
 )
@@ -155,27 +154,19 @@ class IcebergExecutor:
         return False
 
     def _analyse(self) -> StructType:
-        from pyspark.errors import AnalysisException, ParseException
-
-        if self.request.sql is None:
-            raise InvalidInputError("no SQL was sent for this transaction")
-        try:
-            frame = self.spark.sql(as_subquery(self.request.sql))
-            schema = frame.schema
-        except (ParseException, AnalysisException) as exc:
-            raise QueryError(f"the SELECT is not a valid query: {first_line(exc)}") from exc
-        if (inputs := lineage_inputs(self.engine, frame, self.log)) is not None:
-            self.details["inputs"] = inputs
+        schema = analyse_query(self.spark, self.request.sql, self.engine, self.log, self.details)
         missing = [c for c in self.table.partition_by if c not in {f.name.lower() for f in schema.fields}]
         if missing:
             raise InvalidInputError(f"partition_by names {missing}, which the query does not produce")
-        self.details["columns"] = [f.name for f in schema.fields]
-        self.details["schema"] = [{"name": f.name, "type": f.dataType.simpleString()} for f in schema.fields]
+        describe_schema(schema, self.details)
         return schema
 
     def _create_staging(self, schema: StructType) -> str:
         staging = self.table.staging_table()
-        props = {**self.table.table_properties, **self.table.provenance(at=now_iso(), provider_version=__version__)}
+        props = {
+            **self.table.table_properties,
+            **self.table.marker_properties(created_at=now_iso(), provider_version=__version__),
+        }
         listed = ", ".join(f"{sql_string_literal(k)} = {sql_string_literal(v)}" for k, v in props.items())
         partitioned = (
             f" PARTITIONED BY ({', '.join(quote(c) for c in self.table.partition_by)})"
@@ -223,7 +214,7 @@ class IcebergExecutor:
         from pyspark.sql.functions import lit
 
         frame = self.spark.sql(as_subquery(self.request.sql))
-        provenance = self.table.provenance(at=now_iso(), provider_version=__version__)
+        provenance = self.table.marker_properties(created_at=now_iso(), provider_version=__version__)
         target = self.table.target
         into = (
             self.table.staging_table().quoted
@@ -289,6 +280,10 @@ class IcebergExecutor:
             if catalog.load(target) is None:
                 if catalog.load(staging) is None:
                     raise FencedError(f"staging table {staging} was dropped by a newer try during the publish") from exc
+                if md.java_class(exc).endswith("AlreadyExistsException"):
+                    raise TargetExistsError(
+                        f"{target} exists but is not an Iceberg table; it is left untouched"
+                    ) from exc
                 raise PublishError(f"could not rename {staging} to {target}: {first_line(exc)}") from exc
             self._lost_race(report)
             return
@@ -322,7 +317,7 @@ class IcebergExecutor:
             raise PublishError(f"{target} was dropped while this try ran; nothing was published")
         published_at = now_iso()
         provenance = {
-            **self.table.provenance(at=published_at, provider_version=__version__),
+            **self.table.marker_properties(created_at=published_at, provider_version=__version__),
             markers.PUBLISHED_AT: published_at,
             markers.ROW_COUNT: str(self.details.get("row_count", "")),
         }

@@ -50,7 +50,9 @@ class IcebergCatalog:
         session: Any = spark  # the py4j handles are private attributes of a classic session
         self.jvm: Any = session._jvm
         prefix = f"spark.sql.catalog.{name}"
-        conf = {str(k): str(v) for k, v in spark.conf.getAll.items()}  # static and session settings
+        # Session settings over the application's (RuntimeConfig.getAll is Spark 4.0+).
+        settings = getattr(spark.conf, "getAll", None) or dict(spark.sparkContext.getConf().getAll())
+        conf = {str(k): str(v) for k, v in settings.items()}
         impl = conf.get(prefix)
         example = f"{prefix}={SPARK_CATALOG_CLASS}, {prefix}.type=hive, {prefix}.uri=thrift://<metastore>:9083"
         if impl is None:

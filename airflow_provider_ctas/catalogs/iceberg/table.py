@@ -90,21 +90,6 @@ class IcebergTable(TwoPhaseTable):
     def branch(self) -> str:
         return branch_name(self.txn_id, self.try_number)
 
-    def provenance(self, *, at: str, provider_version: str) -> dict[str, str]:
-        """Who wrote this version: table properties of a staged table, the snapshot summary of a
-        branch write, and the target's properties after a replace."""
-        return {
-            markers.TXN_ID: self.txn_id,
-            markers.TRY_NUMBER: str(self.try_number),
-            markers.TARGET: self.target.qualified,
-            markers.DAG_ID: self.key.dag_id,
-            markers.TASK_ID: self.key.task_id,
-            markers.RUN_ID: self.key.run_id,
-            markers.MAP_INDEX: str(self.key.map_index),
-            markers.PROVIDER_VERSION: provider_version,
-            markers.CREATED_AT: at,
-        }
-
     def spec_to_dict(self) -> dict[str, Any]:
         return {
             "mode": self.mode.value,

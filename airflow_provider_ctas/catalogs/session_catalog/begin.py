@@ -7,7 +7,7 @@ from __future__ import annotations
 from typing import TYPE_CHECKING
 
 from airflow_provider_ctas import __version__
-from airflow_provider_ctas.catalogs.query import as_subquery
+from airflow_provider_ctas.catalogs.analysis import analyse_query, describe_schema
 from airflow_provider_ctas.catalogs.session_catalog import ownership, recovery
 from airflow_provider_ctas.catalogs.session_catalog.catalog import TableInfo, now_iso
 from airflow_provider_ctas.catalogs.session_catalog.context import RunContext
@@ -23,22 +23,17 @@ from airflow_provider_ctas.catalogs.session_catalog.table import Mode
 from airflow_provider_ctas.core import markers
 from airflow_provider_ctas.core.errors import (
     DatabaseNotFoundError,
-    InvalidInputError,
     LeftoverError,
     PublishError,
-    QueryError,
     TargetExistsError,
     UnsupportedTargetError,
 )
 from airflow_provider_ctas.core.identifiers import quote, sql_string_literal
 from airflow_provider_ctas.core.transaction import Outcome
 from airflow_provider_ctas.spark.ddl import columns_ddl
-from airflow_provider_ctas.spark.engine import Engine, Reporter
-from airflow_provider_ctas.spark.errors import first_line
 from airflow_provider_ctas.spark.protocol import PhaseReport, Reached
 
 if TYPE_CHECKING:
-    from pyspark.sql import DataFrame
     from pyspark.sql.types import StructType
 
 
@@ -163,35 +158,15 @@ def _require_free_location(ctx: RunContext) -> TableInfo | None:
 
 
 def _analyse(ctx: RunContext) -> StructType:
-    from pyspark.errors import AnalysisException, ParseException
     from pyspark.sql.types import StructType
 
-    if ctx.request.sql is None:
-        raise InvalidInputError("no SQL was sent for this transaction")
-    try:
-        frame = ctx.spark.sql(as_subquery(ctx.request.sql))
-        schema = frame.schema
-    except (ParseException, AnalysisException) as exc:
-        raise QueryError(f"the SELECT is not a valid query: {first_line(exc)}") from exc
-    if (inputs := lineage_inputs(ctx.catalog.engine, frame, ctx.log)) is not None:
-        ctx.details["inputs"] = inputs  # for lineage: what the analysed plan reads
+    schema = analyse_query(ctx.spark, ctx.request.sql, ctx.catalog.engine, ctx.log, ctx.details)
     by_name = {f.name: f for f in schema.fields}
     ordered = StructType(
         [by_name[name] for name in column_order([f.name for f in schema.fields], ctx.table.partition_by)]
     )
-    ctx.details["columns"] = [f.name for f in ordered.fields]
-    ctx.details["schema"] = [{"name": f.name, "type": f.dataType.simpleString()} for f in ordered.fields]
+    describe_schema(ordered, ctx.details)
     return ordered
-
-
-def lineage_inputs(engine: Engine, frame: DataFrame, log: Reporter) -> list[str] | None:
-    """What the analysed plan reads, or None: lineage is a by-product, so walking Spark internals
-    that changed under us costs the lineage (the operator falls back to parsing the SQL), never the run."""
-    try:
-        return engine.input_tables(frame)
-    except Exception as exc:  # noqa: BLE001 - see the docstring
-        log.warning(f"lineage: could not read the query's input tables from its plan: {first_line(exc)}")
-        return None
 
 
 def _create_staging(ctx: RunContext, plan: Plan, schema: StructType) -> tuple[str, str]:

@@ -85,20 +85,6 @@ class SessionCatalogTable(TwoPhaseTable):
     def backup_table(self, try_number: int | None = None) -> TableRef:
         return self.target.with_table(markers.backup_name(self.txn_id, try_number or self.try_number))
 
-    def marker_properties(self, *, created_at: str, provider_version: str) -> dict[str, str]:
-        """Ownership markers and provenance, written with the staging table; they survive rename."""
-        return {
-            markers.TXN_ID: self.txn_id,
-            markers.TRY_NUMBER: str(self.try_number),
-            markers.TARGET: self.target.qualified,
-            markers.DAG_ID: self.key.dag_id,
-            markers.TASK_ID: self.key.task_id,
-            markers.RUN_ID: self.key.run_id,
-            markers.MAP_INDEX: str(self.key.map_index),
-            markers.PROVIDER_VERSION: provider_version,
-            markers.CREATED_AT: created_at,
-        }
-
     def spec_to_dict(self) -> dict[str, Any]:
         return {
             "mode": self.mode.value,

@@ -1,0 +1,51 @@
+"""Analysing the user's query in the driver, before any data is written (no Spark job runs): its
+schema, and what its plan reads for lineage. Shared by every strategy's begin."""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING, Any
+
+from airflow_provider_ctas.catalogs.query import as_subquery
+from airflow_provider_ctas.core.errors import InvalidInputError, QueryError
+from airflow_provider_ctas.spark.errors import first_line
+
+if TYPE_CHECKING:
+    from pyspark.sql import DataFrame, SparkSession
+    from pyspark.sql.types import StructType
+
+    from airflow_provider_ctas.spark.engine import Engine, Reporter
+
+
+def analyse_query(
+    spark: SparkSession, sql: str | None, engine: Engine, log: Reporter, details: dict[str, Any]
+) -> StructType:
+    """The query's schema; a query that does not analyse is ``QUERY_ERROR`` (not retried).
+    What the analysed plan reads goes to ``details["inputs"]``."""
+    from pyspark.errors import AnalysisException, ParseException
+
+    if sql is None:
+        raise InvalidInputError("no SQL was sent for this transaction")
+    try:
+        frame = spark.sql(as_subquery(sql))
+        schema = frame.schema
+    except (ParseException, AnalysisException) as exc:
+        raise QueryError(f"the SELECT is not a valid query: {first_line(exc)}") from exc
+    if (inputs := lineage_inputs(engine, frame, log)) is not None:
+        details["inputs"] = inputs  # for lineage: what the analysed plan reads
+    return schema
+
+
+def describe_schema(schema: StructType, details: dict[str, Any]) -> None:
+    """The new version's columns, as the XCom and the lineage schema facet report them."""
+    details["columns"] = [f.name for f in schema.fields]
+    details["schema"] = [{"name": f.name, "type": f.dataType.simpleString()} for f in schema.fields]
+
+
+def lineage_inputs(engine: Engine, frame: DataFrame, log: Reporter) -> list[str] | None:
+    """What the analysed plan reads, or None: lineage is a by-product, so walking Spark internals
+    that changed under us costs the lineage (the operator falls back to parsing the SQL), never the run."""
+    try:
+        return engine.input_tables(frame)
+    except Exception as exc:  # noqa: BLE001 - see the docstring
+        log.warning(f"lineage: could not read the query's input tables from its plan: {first_line(exc)}")
+        return None
