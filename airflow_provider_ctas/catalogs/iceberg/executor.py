@@ -403,10 +403,8 @@ def _require_same_shape(target: str, metadata: Any, schema: StructType, partitio
     """A replace writes a snapshot of the target's own schema and partitioning; Iceberg's schema is
     table-wide, so changing it would show the new shape to readers of the old version."""
     columns = [(str(f.name()).lower(), str(f.type())) for f in metadata.schema().columns()]
-    new = [(f.name.lower(), _iceberg_type(f.dataType)) for f in schema.fields]
-    if [c for c, _ in columns] != [c for c, _ in new] or any(
-        t is not None and t != old for (_, old), (_, t) in zip(columns, new, strict=True)
-    ):
+    if not same_columns(columns, schema):
+        new = [(f.name.lower(), f.dataType.simpleString()) for f in schema.fields]
         raise UnsupportedTargetError(
             f"the query's columns {new} differ from {target}'s {columns}: a replace of an Iceberg table keeps its "
             "schema (readers of the current version would see a new schema); drop the table first or "
@@ -419,8 +417,25 @@ def _require_same_shape(target: str, metadata: Any, schema: StructType, partitio
         )
 
 
+# Iceberg accepts these into a wider column on write (type promotion).
+_WIDENS = frozenset({("int", "long"), ("float", "double")})
+
+
+def same_columns(current: list[tuple[str, str]], schema: StructType) -> bool:
+    """Whether a query of ``schema`` can be written as a snapshot of a table whose columns are
+    ``current`` (name, Iceberg type): the same names in the same order, each type equal or one
+    Iceberg promotes on write. Nested types are left to Iceberg's own write check."""
+    if [name for name, _ in current] != [f.name.lower() for f in schema.fields]:
+        return False
+    for (_, old), field in zip(current, schema.fields, strict=True):
+        new, old = _iceberg_type(field.dataType), old.replace(" ", "")
+        if new is not None and new != old and (new, old) not in _WIDENS:
+            return False
+    return True
+
+
 def _iceberg_type(data_type: Any) -> str | None:
-    """Iceberg's name for a Spark atomic type, or None (nested types are left to Iceberg's write check)."""
+    """Iceberg's name for a Spark atomic type (``decimal(p,s)`` without Iceberg's space), or None."""
     names = {
         "bigint": "long",
         "int": "int",
@@ -437,5 +452,5 @@ def _iceberg_type(data_type: Any) -> str | None:
     }
     simple = str(data_type.simpleString())
     if simple.startswith("decimal"):
-        return simple
+        return simple.replace(" ", "")
     return names.get(simple)
