@@ -21,9 +21,10 @@ from airflow_provider_ctas.core.errors import InvalidInputError, UnsupportedTarg
 from airflow_provider_ctas.core.transaction import TransactionKey
 from tests.support.dags import DAGS_FOLDER, make_dag, run_dag, xcom_value
 from tests.support.faults import Trial, check_observations, summarize, wait_for_drivers_to_exit
-from tests.support.iceberg import CATALOG, SPARK_FOR_ICEBERG, IcebergPoller, IcebergReader, iceberg_conf, spark41
+from tests.support.iceberg import CATALOG, SPARK_FOR_ICEBERG, IcebergPoller, IcebergReader, iceberg_conf
 from tests.support.processes import kill_spark_driver, wait_for_line
 from tests.support.reliability import record_cell
+from tests.support.spark_versions import on_release
 
 pytestmark = [pytest.mark.integration, pytest.mark.slow]
 
@@ -40,7 +41,7 @@ def reader(metastore, tmp_path_factory) -> Iterator[IcebergReader]:
 @pytest.fixture
 def on_spark41(monkeypatch, metastore) -> dict[str, str]:
     """A task's conf for the Iceberg catalog; its spark-submit and driver are Spark 4.1's."""
-    env, conf = spark41()
+    env, conf = on_release(SPARK_FOR_ICEBERG)
     for key, value in env.items():
         monkeypatch.setenv(key, value)
     return {**conf, **iceberg_conf(metastore)}

@@ -9,7 +9,6 @@ one fault cell (the driver SIGKILLed mid-write: the next try publishes, nothing 
 
 from __future__ import annotations
 
-import os
 import time
 from typing import Any
 
@@ -20,20 +19,12 @@ from tests.support.catalog import count, database_dir, leftovers, properties, ta
 from tests.support.dags import DAGS_FOLDER, make_dag, run_dag, xcom_value
 from tests.support.faults import Trial, wait_for_drivers_to_exit, wait_for_path
 from tests.support.processes import kill_spark_driver
-from tests.support.spark_versions import pyspark_venv
+from tests.support.spark_versions import on_release
 
 pytestmark = [pytest.mark.integration, pytest.mark.slow]
 
 SPARK_40 = "4.0.5"
 SPARK_35 = "3.5.6"
-
-
-def _on(version: str) -> tuple[dict[str, str], dict[str, str]]:
-    """The environment and conf that make a task's spark-submit and driver that release's."""
-    venv = pyspark_venv(version)
-    python = str(venv / "bin" / "python")
-    env = {"PATH": f"{venv / 'bin'}{os.pathsep}{os.environ['PATH']}"}
-    return env, {"spark.pyspark.python": python, "spark.pyspark.driver.python": python}
 
 
 def _published_by(dag_id: str, run_id: str) -> dict:
@@ -45,7 +36,7 @@ def _published_by(dag_id: str, run_id: str) -> dict:
 # 4.1.4 runs the Iceberg strategy's tests (test_iceberg.py), through the same driver entry point.
 @pytest.mark.parametrize("version", [SPARK_35, SPARK_40])
 def test_lifecycle_on_another_spark(version, stack, spark, database, monkeypatch):
-    env, conf = _on(version)
+    env, conf = on_release(version)
     for key, value in env.items():
         monkeypatch.setenv(key, value)
     created, flipped, parts = f"{database}.created", f"{database}.flipped", f"{database}.parts"
@@ -75,7 +66,7 @@ def test_lifecycle_on_another_spark(version, stack, spark, database, monkeypatch
 
 
 def test_spark_3_5_driver_killed_mid_write_leaves_nothing_and_the_retry_publishes(stack, spark, database, tmp_path):
-    env, conf = _on(SPARK_35)
+    env, conf = on_release(SPARK_35)
     target, dag_id, run_id = f"{database}.killed", "v35_kill", "v35_kill_run"
     slow = "reflect('java.lang.Thread', 'sleep', CAST({{ 60 if ti.try_number == 1 else 0 }} AS BIGINT))"
     make_dag(

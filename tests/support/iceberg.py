@@ -9,7 +9,6 @@ background, as two concurrent writers of plain Spark SQL.
 from __future__ import annotations
 
 import json
-import os
 import subprocess
 import sys
 import threading
@@ -86,14 +85,6 @@ def iceberg_conf(metastore: HiveMetastore) -> dict[str, str]:
         # metastore's expected-parameter alter_table (Hive 2.3.10), still a compare-and-swap.
         "spark.hadoop.iceberg.engine.hive.lock-enabled": "false",
     }
-
-
-def spark41() -> tuple[dict[str, str], dict[str, str]]:
-    """The environment and conf that make a task's spark-submit and driver Spark 4.1's."""
-    venv = pyspark_venv(SPARK_FOR_ICEBERG)
-    python = str(venv / "bin" / "python")
-    env = {"PATH": f"{venv / 'bin'}{os.pathsep}{os.environ['PATH']}"}
-    return env, {"spark.pyspark.python": python, "spark.pyspark.driver.python": python}
 
 
 class IcebergReader:

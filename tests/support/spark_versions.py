@@ -34,3 +34,11 @@ def pyspark_venv(version: str) -> Path:
             )  # fmt: skip
             done.write_text(version)
     return venv
+
+
+def on_release(version: str) -> tuple[dict[str, str], dict[str, str]]:
+    """The environment and conf that make a task's spark-submit and driver that release's."""
+    venv = pyspark_venv(version)
+    python = str(venv / "bin" / "python")
+    env = {"PATH": f"{venv / 'bin'}{os.pathsep}{os.environ['PATH']}"}
+    return env, {"spark.pyspark.python": python, "spark.pyspark.driver.python": python}
