@@ -9,6 +9,7 @@ from __future__ import annotations
 
 from collections.abc import Iterable, Mapping
 
+from airflow_provider_ctas.catalogs.delta.strategy import STRATEGY as DELTA
 from airflow_provider_ctas.catalogs.iceberg.strategy import STRATEGY as ICEBERG
 from airflow_provider_ctas.catalogs.session_catalog.strategy import STRATEGY as SESSION_CATALOG
 from airflow_provider_ctas.catalogs.strategy import RequestSpec, Strategy
@@ -17,11 +18,11 @@ from airflow_provider_ctas.core.transaction import TransactionKey, TwoPhaseTable
 
 __all__ = ["STRATEGIES", "Strategy", "create_two_phase_table", "load_two_phase_table", "strategy_for"]
 
-STRATEGIES: tuple[Strategy, ...] = (SESSION_CATALOG, ICEBERG)
+STRATEGIES: tuple[Strategy, ...] = (SESSION_CATALOG, ICEBERG, DELTA)
 
 # Formats users ask for that need a catalog with its own transactions (a StagingTableCatalog); no
 # strategy serves them yet.
-_TRANSACTIONAL_FORMATS = frozenset({"delta", "hudi", "paimon"})
+_TRANSACTIONAL_FORMATS = frozenset({"hudi", "paimon"})
 
 
 def strategy_for(table_format: object) -> Strategy:

@@ -21,10 +21,11 @@ from airflow_provider_ctas.core.errors import InvalidInputError, UnsupportedTarg
 from airflow_provider_ctas.core.transaction import TransactionKey
 from tests.support.dags import DAGS_FOLDER, make_dag, run_dag, xcom_value
 from tests.support.faults import Trial, check_observations, summarize, wait_for_drivers_to_exit
-from tests.support.iceberg import CATALOG, SPARK_FOR_ICEBERG, IcebergPoller, IcebergReader, iceberg_conf
+from tests.support.iceberg import CATALOG, SPARK_FOR_ICEBERG, IcebergReader, iceberg_conf
 from tests.support.processes import kill_spark_driver, wait_for_line
 from tests.support.reliability import record_cell
 from tests.support.spark_versions import on_release
+from tests.support.table_reader import TablePoller
 
 pytestmark = [pytest.mark.integration, pytest.mark.slow]
 
@@ -175,7 +176,7 @@ def test_plain_rtas_lets_a_zombie_win_and_the_operator_does_not(stack, reader, o
     progress, release = tmp_path / "progress", tmp_path / "release"
     faults = {"progress_file": str(progress), "after_prepare": {"wait_for": str(release), "only_try": 1}}
     started = time.monotonic()
-    with IcebergPoller(reader, target) as poller:
+    with TablePoller(reader, target) as poller:
         first = Trial(DAGS_FOLDER / f"{dag_id}.py", dag_id, "zombie_run", tmp_path / "try1.log", faults).start()
         wait_for_line(progress, "after_prepare try=1", timeout=240)
         second = Trial(DAGS_FOLDER / f"{dag_id}.py", dag_id, "zombie_run", tmp_path / "try2.log").start().wait()
@@ -221,7 +222,7 @@ def test_killed_tries_leave_nothing_and_a_retry_after_a_landed_commit_writes_not
         return Trial(DAGS_FOLDER / f"{dag_id}.py", dag_id, f"kill_{mode}", log, faults).start()
 
     started = time.monotonic()
-    with IcebergPoller(reader, target) as poller:
+    with TablePoller(reader, target) as poller:
         first = trial(1, {"progress_file": str(progress), "before_write": {"only_try": 1}})
         wait_for_line(progress, "before_write try=1", timeout=240)
         time.sleep(5)

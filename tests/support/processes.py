@@ -8,13 +8,13 @@ import time
 from pathlib import Path
 
 
-def wait_for_line(path: Path, line: str, timeout: float) -> None:
+def wait_for_line(path: Path, line: str, timeout: float, count: int = 1) -> None:
     deadline = time.monotonic() + timeout
     while time.monotonic() < deadline:
-        if path.exists() and line in path.read_text().splitlines():
+        if path.exists() and path.read_text().splitlines().count(line) >= count:
             return
         time.sleep(0.1)
-    raise TimeoutError(f"{line!r} did not appear in {path} within {timeout}s")
+    raise TimeoutError(f"{line!r} did not appear {count} time(s) in {path} within {timeout}s")
 
 
 def cmdline(pid: int) -> str:

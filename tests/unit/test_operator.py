@@ -7,6 +7,7 @@ from typing import Any
 import pytest
 
 from airflow_provider_ctas.catalogs import create_two_phase_table, load_two_phase_table
+from airflow_provider_ctas.catalogs.delta.table import DeltaTable, fence_version, write_version
 from airflow_provider_ctas.core.errors import AtomicityNotSupportedError, InvalidInputError
 from airflow_provider_ctas.core.transaction import TransactionKey
 from airflow_provider_ctas.operators import AtomicCtasOperator
@@ -46,7 +47,7 @@ def test_bad_arguments_fail_at_dag_parse_time(kwargs, message):
         make(**kwargs)
 
 
-@pytest.mark.parametrize("table_format", ["DELTA", "hudi", "xml"])
+@pytest.mark.parametrize("table_format", ["PAIMON", "hudi", "xml"])
 def test_a_format_no_strategy_serves_is_refused_as_not_atomic(table_format):
     """The registry answers for formats: one it has no strategy for is ATOMICITY_NOT_SUPPORTED, with
     what to do instead for the table formats whose own CTAS is atomic."""
@@ -87,6 +88,34 @@ def test_an_iceberg_table_round_trips_with_its_catalog():
     loaded = load_two_phase_table(table.to_json())
     assert loaded.kind == "iceberg" and loaded.target.qualified == "ice.db.t"
     assert loaded.to_dict() == table.to_dict()
+
+
+@pytest.mark.parametrize(
+    ("kwargs", "message"),
+    [
+        ({"target_table": "lake.db.t"}, "only Spark's session catalog"),
+        ({"mode": "overwrite_partitions", "partition_by": ["k"]}, "not supported for Delta"),
+        ({"target_table": "db.__ctas_x"}, "reserved for this provider"),
+    ],
+)
+def test_delta_targets_are_in_the_session_catalog_and_modes_are_checked_at_parse_time(kwargs, message):
+    with pytest.raises(InvalidInputError, match=message):
+        make(table_format="delta", **kwargs)
+
+
+def test_a_delta_table_round_trips_and_its_tries_are_ordered_by_their_delta_versions():
+    table = create_two_phase_table(
+        key=TransactionKey("d", "t", "r"), conn_id="spark_default", target="db.t", mode="replace", table_format="DELTA"
+    )
+    loaded = load_two_phase_table(table.to_json())
+    assert isinstance(loaded, DeltaTable) and loaded.target.qualified == "spark_catalog.db.t"
+    assert loaded.to_dict() == table.to_dict() and loaded.app_id == f"airflow_ctas:{table.txn_id}"
+    # Each try writes above its own fence and below the next try's: a newer try's begin fences it.
+    for try_number in range(1, 5):
+        assert fence_version(try_number) < write_version(try_number) < fence_version(try_number + 1)
+    with pytest.raises(InvalidInputError, match="a replace is one Delta commit"):
+        create_two_phase_table(key=table.key, conn_id="c", target="db.t", mode="replace", table_format="delta",
+                               allow_swap=True)  # fmt: skip
 
 
 def test_templated_values_are_checked_later():

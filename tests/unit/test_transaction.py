@@ -179,7 +179,7 @@ def test_garbage_fails_closed(raw):
 
 def test_factory_refuses_what_it_cannot_make_atomic():
     with pytest.raises(AtomicityNotSupportedError, match="StagingTableCatalog"):
-        table(table_format="delta")
+        table(table_format="hudi")
     with pytest.raises(AtomicityNotSupportedError, match="no catalog strategy"):
         table(table_format="jdbc")
     with pytest.raises(InvalidInputError, match="mode"):

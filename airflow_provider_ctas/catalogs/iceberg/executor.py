@@ -20,9 +20,10 @@ from typing import TYPE_CHECKING, Any
 
 from airflow_provider_ctas import __version__
 from airflow_provider_ctas.catalogs.analysis import analyse_query, describe_schema
+from airflow_provider_ctas.catalogs.existing_target import after_lost_race, nothing_to_do
 from airflow_provider_ctas.catalogs.iceberg import metadata as md
 from airflow_provider_ctas.catalogs.iceberg.metadata import IcebergCatalog
-from airflow_provider_ctas.catalogs.iceberg.table import IcebergTable, Mode, branch_try, fence_key
+from airflow_provider_ctas.catalogs.iceberg.table import IcebergTable, branch_try, fence_key
 from airflow_provider_ctas.catalogs.progress import Progress
 from airflow_provider_ctas.catalogs.query import as_subquery
 from airflow_provider_ctas.catalogs.session_catalog.catalog import now_iso
@@ -132,26 +133,7 @@ class IcebergExecutor:
         self.progress.reached = Reached.BEGUN
 
     def _nothing_to_do(self, props: Mapping[str, str]) -> bool:
-        target, mode = self.table.target, self.table.mode
-        if markers.owned_by(props, self.table.txn_id):
-            published_try = markers.marker_try(props)
-            self.details["published_by_try"] = published_try
-            if not (mode is Mode.REPLACE and published_try == self.table.last_committed_try):
-                self.log.info(f"{target} was already published by try {published_try} of this task instance")
-                self.progress.outcome = Outcome.ALREADY_PUBLISHED
-                return True
-            self.log.info(f"{target} was published by try {published_try}, recorded successful: re-running")
-            return False
-        if mode is Mode.CREATE:
-            raise TargetExistsError(
-                f"{target} already exists; mode 'create' does not touch it (use 'replace' to replace it "
-                "or 'create_if_not_exists' to skip)"
-            )
-        if mode is Mode.CREATE_IF_NOT_EXISTS:
-            self.log.info(f"{target} exists; create_if_not_exists: nothing to do")
-            self.progress.outcome = Outcome.TARGET_EXISTS
-            return True
-        return False
+        return nothing_to_do(self.table, props, self.progress, self.details, self.log)
 
     def _analyse(self) -> StructType:
         schema = analyse_query(self.spark, self.request.sql, self.engine, self.log, self.details)
@@ -294,20 +276,9 @@ class IcebergExecutor:
     def _lost_race(self, report: PhaseReport) -> None:
         catalog, target, staging = self._catalog(), self.table.target, self.table.staging_table()
         current = catalog.current(target)
-        props = md.properties(current) if current is not None else {}
         catalog.drop(staging)
         report.touched.append(f"{staging} (dropped: {target} appeared)")
-        if markers.owned_by(props, self.table.txn_id):
-            self.details["published_by_try"] = markers.marker_try(props)
-            self.progress.publish(Outcome.ALREADY_PUBLISHED)
-        elif self.table.mode is Mode.CREATE_IF_NOT_EXISTS:
-            self.progress.publish(Outcome.TARGET_EXISTS)
-        elif self.table.mode is Mode.REPLACE:
-            raise PublishError(
-                f"{target} was created by another writer while this run was creating it; the next try replaces it"
-            )
-        else:
-            raise TargetExistsError(f"{target} was created by another writer while this task ran; it is left untouched")
+        after_lost_race(self.table, md.properties(current) if current is not None else {}, self.progress, self.details)
 
     def _publish_branch(self, report: PhaseReport) -> None:
         catalog, target, txn, try_number = self._catalog(), self.table.target, self.table.txn_id, self.table.try_number

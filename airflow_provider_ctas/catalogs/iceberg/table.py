@@ -12,9 +12,10 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 from dataclasses import dataclass, field
-from enum import StrEnum
 from typing import Any
 
+from airflow_provider_ctas.catalogs import table_modes
+from airflow_provider_ctas.catalogs.table_modes import Mode
 from airflow_provider_ctas.core import markers
 from airflow_provider_ctas.core.errors import CorruptStateError, InvalidInputError
 from airflow_provider_ctas.core.identifiers import (
@@ -32,21 +33,8 @@ FENCE_PREFIX = PROVIDER_PROPERTY_PREFIX + "fence."
 """``airflow_ctas.fence.<txn_id>`` on a replaced target: the newest try of that transaction that began."""
 
 
-class Mode(StrEnum):
-    CREATE = "create"
-    CREATE_IF_NOT_EXISTS = "create_if_not_exists"
-    REPLACE = "replace"
-
-
 def validate_mode(mode: object) -> Mode:
-    if mode == "overwrite_partitions":
-        raise InvalidInputError(
-            "mode 'overwrite_partitions' is not supported for Iceberg tables yet; use mode 'replace' "
-            "(the whole table, published atomically) or a session-catalog table format"
-        )
-    if not isinstance(mode, str) or mode not in Mode._value2member_map_:
-        raise InvalidInputError(f"mode {mode!r} is not supported for Iceberg; use one of: {', '.join(Mode)}")
-    return Mode(mode)
+    return table_modes.validate_mode(mode, "Iceberg")
 
 
 def validate_format(table_format: object) -> str:

@@ -1,0 +1,1 @@
+"""Strategy for Delta tables in Spark's session catalog (Delta's ``DeltaCatalog``)."""

@@ -1,0 +1,33 @@
+"""The Delta strategy's driver side, as the registry hands it to the driver entry point."""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from typing import TYPE_CHECKING, Any
+
+from airflow_provider_ctas.catalogs.delta.executor import DeltaExecutor
+from airflow_provider_ctas.catalogs.delta.table import DeltaTable
+from airflow_provider_ctas.core.errors import CorruptStateError, InvalidInputError
+
+if TYPE_CHECKING:
+    from pyspark.sql import SparkSession
+
+    from airflow_provider_ctas.core.transaction import TwoPhaseTable
+    from airflow_provider_ctas.spark.engine import Reporter
+    from airflow_provider_ctas.spark.protocol import PhaseRequest
+
+
+class DeltaDriver:
+    def executor(
+        self, spark: SparkSession, table: TwoPhaseTable, request: PhaseRequest, log: Reporter
+    ) -> DeltaExecutor:
+        if not isinstance(table, DeltaTable):
+            raise CorruptStateError(f"the Delta strategy cannot run a {table.kind!r} table")
+        return DeltaExecutor(spark, table, request, log)
+
+    def gc(self, spark: SparkSession, settings: Mapping[str, Any], log: Reporter) -> dict[str, Any]:
+        raise InvalidInputError(
+            "airflow-ctas-gc covers session-catalog tables; a Delta try's staging table is dropped by its own "
+            "abort, or by the next try of the same task instance; files of a replace that never committed are "
+            "in no Delta version, and Delta's VACUUM removes them"
+        )

@@ -1,0 +1,350 @@
+"""The Delta strategy's phases, inside the Spark driver.
+
+begin    checks the catalog, decides what the target allows and cleans up earlier tries' staging
+         tables; for a replaced target it raises the transaction's fence in the Delta log: an empty
+         commit that records this try's fence version for the transaction's Delta application;
+prepare  a new target: writes the staging table (one Delta commit under the reserved name, with the
+         ownership markers); a replaced one: nothing yet (a Delta write and its commit are one step);
+commit   a new target: renames staging to it (one metastore call, fails if the target appeared);
+         a replaced one: one ``CREATE OR REPLACE`` commit of data, schema and properties, carrying
+         this try's write version, which Delta skips or fails if a newer try has raised the fence;
+abort    drops this and earlier tries' staging tables (their markers checked first).
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Callable, Iterator, Mapping
+from contextlib import contextmanager
+from typing import TYPE_CHECKING, Any
+
+from airflow_provider_ctas import __version__
+from airflow_provider_ctas.catalogs.analysis import analyse_query, describe_schema
+from airflow_provider_ctas.catalogs.delta.strategy import DELTA_CATALOG_CLASS
+from airflow_provider_ctas.catalogs.delta.table import FORMAT, DeltaTable, fence_version, write_version
+from airflow_provider_ctas.catalogs.existing_target import after_lost_race, nothing_to_do
+from airflow_provider_ctas.catalogs.progress import Progress
+from airflow_provider_ctas.catalogs.query import as_subquery
+from airflow_provider_ctas.catalogs.session_catalog.catalog import CatalogClient, TableInfo, now_iso
+from airflow_provider_ctas.core import faults, markers
+from airflow_provider_ctas.core.errors import (
+    DatabaseNotFoundError,
+    FencedError,
+    InvalidInputError,
+    PublishError,
+    UnsupportedTargetError,
+)
+from airflow_provider_ctas.core.transaction import Outcome
+from airflow_provider_ctas.spark.engine import engine_for, is_connect
+from airflow_provider_ctas.spark.errors import error_condition, first_line
+from airflow_provider_ctas.spark.protocol import PhaseReport, PhaseRequest, Reached
+
+if TYPE_CHECKING:
+    from pyspark.sql import DataFrame, SparkSession
+
+    from airflow_provider_ctas.spark.engine import Reporter
+
+EXTENSION_CLASS = "io.delta.sql.DeltaSparkSessionExtension"
+USER_METADATA = "spark.databricks.delta.commitInfo.userMetadata"
+FENCED_BY_DELTA = "ConcurrentTransactionException"
+"""Delta's error when another commit recorded a version for the application this write read."""
+
+
+def delta_conf_problem(catalog: str | None, extensions: str | None) -> str | None:
+    """What is wrong with a session's Delta settings (the session catalog and the SQL extension), with the fix."""
+    fix = (
+        f"set spark.sql.catalog.spark_catalog={DELTA_CATALOG_CLASS} and spark.sql.extensions={EXTENSION_CLASS} "
+        "in the operator's conf"
+    )
+    if catalog != DELTA_CATALOG_CLASS:
+        return f"Spark's session catalog is {catalog or 'the built-in one'}, not Delta's: {fix}"
+    if EXTENSION_CLASS not in (extensions or "").split(","):
+        return f"Delta's SQL extension is not enabled: {fix}"
+    return None
+
+
+def check_delta_catalog(spark: SparkSession) -> None:
+    """Refuse, with the fix, a session whose session catalog is not Delta's, or whose driver lacks
+    the Delta runtime; before any catalog call (a missing catalog class fails at first use)."""
+    if is_connect(spark):
+        raise UnsupportedTargetError(
+            "the Delta strategy is tested through spark-submit only; use a spark-submit connection (conn_type "
+            "spark), not Spark Connect"
+        )
+    catalog = spark.conf.get("spark.sql.catalog.spark_catalog", None)
+    if catalog == DELTA_CATALOG_CLASS:
+        session: Any = spark  # py4j handles are private attributes of a classic session
+        try:
+            session._jvm.java.lang.Thread.currentThread().getContextClassLoader().loadClass(DELTA_CATALOG_CLASS)
+        except Exception as exc:
+            raise InvalidInputError(
+                f"the Delta runtime is not on the driver's classpath ({first_line(exc)}): add the jars "
+                f"delta-spark_<spark minor>_2.13 and delta-storage matching Spark {spark.version} to spark.jars"
+            ) from exc
+    problem = delta_conf_problem(catalog, spark.conf.get("spark.sql.extensions", None))
+    if problem is not None:
+        raise InvalidInputError(problem)
+
+
+class DeltaExecutor:
+    def __init__(self, spark: SparkSession, table: DeltaTable, request: PhaseRequest, log: Reporter) -> None:
+        self.spark, self.table, self.request, self.log = spark, table, request, log
+        self.engine = engine_for(spark)
+        self.progress = Progress()
+        self.details: dict[str, Any] = {}
+        self.catalog = CatalogClient(spark)
+        self.replacing = False
+        """True when the target exists and this try replaces it in place; else it stages a new table."""
+        self.began = False
+
+    # -- the executor protocol ---------------------------------------------------------------
+
+    @property
+    def published(self) -> bool:
+        return self.progress.published
+
+    @property
+    def reached(self) -> str:
+        return self.progress.reached.value
+
+    @property
+    def outcome(self) -> str | None:
+        return self.progress.outcome.value if self.progress.outcome else None
+
+    @property
+    def nothing_to_do(self) -> bool:
+        return self.began and self.progress.outcome is not None and not self.progress.published
+
+    def spark_jobs(self) -> int | None:
+        return self.engine.job_count()
+
+    def run(self, phase: str, report: PhaseReport) -> None:
+        if phase == "begin":
+            self.begin(report)
+        elif phase == "prepare":
+            self.prepare(report)
+        elif phase == "commit":
+            self.commit(report)
+        elif phase == "abort":
+            self.abort(report)
+        elif phase == "audit":
+            raise InvalidInputError("checks are not supported for Delta tables yet; remove checks=")
+        else:
+            raise InvalidInputError(f"unknown phase {phase!r}")
+
+    def clean_up_this_try(self) -> list[str]:
+        return self._drop_staging(up_to=self.table.try_number)
+
+    # -- phases ------------------------------------------------------------------------------
+
+    def begin(self, report: PhaseReport) -> None:
+        if self.request.checks:
+            raise InvalidInputError("checks are not supported for Delta tables yet; remove checks=")
+        check_delta_catalog(self.spark)
+        target = self.table.target
+        self.details["metastore_uris"] = self.engine.metastore_uris()
+        self.details["spark_application"] = self.engine.application()
+        if not self.spark.catalog.databaseExists(target.database):
+            raise DatabaseNotFoundError(f"database {target.database!r} does not exist; create it first")
+        if self.table.try_number > 1:
+            report.touched += self._drop_staging(up_to=self.table.try_number - 1)
+        existing = self.catalog.table_info(target)
+        self.began = True
+        if existing is not None and nothing_to_do(
+            self.table, existing.properties, self.progress, self.details, self.log
+        ):
+            report.note = f"outcome {self.outcome}; nothing staged"
+            return
+        schema = analyse_query(self.spark, self.request.sql, self.engine, self.log, self.details)
+        missing = [c for c in self.table.partition_by if c not in {f.name.lower() for f in schema.fields}]
+        if missing:
+            raise InvalidInputError(f"partition_by names {missing}, which the query does not produce")
+        describe_schema(schema, self.details)
+        if existing is None:
+            self.details["publish_mechanism"] = "rename"
+            report.touched.append(f"nothing yet: {self.table.staging_table()} is written in prepare")
+        else:
+            report.touched.append(self._raise_fence(existing))
+        self.progress.reached = Reached.BEGUN
+
+    def _raise_fence(self, existing: TableInfo) -> str:
+        target, try_number = self.table.target, self.table.try_number
+        if existing.provider.lower() != FORMAT:
+            raise UnsupportedTargetError(
+                f"{target} is a {existing.provider or 'non-Delta'} table, not a Delta table; Delta's catalog would "
+                "drop it and then create the new one (not atomic); drop it first or keep its table format"
+            )
+        # An empty append that records the fence; readers see the same data at the new version.
+        empty = self.spark.table(target.quoted).limit(0)
+        self._fenced(lambda: self._with_app(empty.writeTo(target.quoted), fence_version(try_number)).append())
+        self.replacing = True
+        self.details["publish_mechanism"] = "delta_commit"
+        return (
+            f"{target} (fence raised to try {try_number}: Delta application {self.table.app_id} at version "
+            f"{fence_version(try_number)}, no data change)"
+        )
+
+    def prepare(self, report: PhaseReport) -> None:
+        if self.replacing:
+            report.note = "a Delta write commits as it ends: the replace is written at commit, once the task decides"
+            self.progress.reached = Reached.PREPARED
+            self._fault("after_prepare")
+            return
+        staging = self.table.staging_table()
+        self._fault("before_write")
+        with self.engine.progress(f"prepare {self.table.target}", self.log), self._user_metadata():
+            self._writer(staging.quoted, created_at=now_iso()).create()
+        report.touched.append(f"{staging} (written: {self._record_commit(staging.quoted)} rows)")
+        self.progress.reached = Reached.PREPARED
+        self._fault("after_prepare")
+
+    def commit(self, report: PhaseReport) -> None:
+        self._fault("before_publish")
+        if self.replacing:
+            self._publish_replace(report)
+        else:
+            self._publish_by_rename(report)
+        if self.progress.published:
+            self.progress.reached = Reached.COMMITTED
+            self._fault("after_publish")
+
+    def _publish_replace(self, report: PhaseReport) -> None:
+        target = self.table.target
+        self._fault("before_write")
+        published_at = now_iso()
+        with self.engine.progress(f"commit {target}", self.log), self._user_metadata():
+            self._fenced(lambda: self._writer(target.quoted, created_at=published_at).createOrReplace())
+        props = self.catalog.properties(target) or {}
+        if not (markers.owned_by(props, self.table.txn_id) and markers.marker_try(props) == self.table.try_number):
+            # Delta skips, without an error, a write whose version is not above the one recorded.
+            raise FencedError(
+                f"a newer try of this task instance raised the fence on {target}; Delta skipped try "
+                f"{self.table.try_number}'s write"
+            )
+        self.progress.publish()
+        rows = self._record_commit(target.quoted)
+        self.details["publish"] = {"mechanism": "delta_commit", "version": self.details["delta_version"]}
+        report.touched.append(f"{target} (replaced: Delta version {self.details['delta_version']}, {rows} rows)")
+
+    def _publish_by_rename(self, report: PhaseReport) -> None:
+        staging, target = self.table.staging_table(), self.table.target
+        props = self.catalog.properties(staging)
+        if props is None or markers.marker_try(props) != self.table.try_number:
+            raise FencedError(
+                f"staging table {staging} of try {self.table.try_number} is gone: a newer try of this task "
+                "instance has taken over, so this try must not publish"
+            )
+        try:
+            self.catalog.rename(staging, target)
+        except Exception as exc:
+            current = self.catalog.table_info(target)
+            if current is None:
+                if self.catalog.properties(staging) is None:
+                    raise FencedError(f"staging table {staging} was dropped by a newer try during the publish") from exc
+                raise PublishError(f"could not rename {staging} to {target}: {first_line(exc)}") from exc
+            self._drop_staging(up_to=self.table.try_number, first=self.table.try_number)
+            report.touched.append(f"{staging} (dropped: {target} appeared)")
+            after_lost_race(self.table, current.properties, self.progress, self.details)
+            return
+        self.progress.publish()
+        self.details["publish"] = {"mechanism": "rename"}
+        report.touched.append(f"{staging} -> {target} (renamed)")
+
+    def abort(self, report: PhaseReport) -> None:
+        report.touched += self._drop_staging(up_to=self.table.try_number)
+        self.progress.reached = Reached.ABORTED
+        self.progress.outcome = Outcome.ABORTED
+
+    # -- Delta writes --------------------------------------------------------------------------
+
+    def _writer(self, name: str, *, created_at: str) -> Any:
+        """A DataFrameWriterV2 of the query into ``name`` with this try's markers, the user's table
+        properties and partitioning, as the transaction's Delta application at this try's write version."""
+        from pyspark.sql.functions import col
+
+        frame: DataFrame = self.spark.sql(as_subquery(self.request.sql or ""))
+        writer = frame.writeTo(name).using(FORMAT)
+        props = {
+            **self.table.table_properties,
+            **self.table.marker_properties(created_at=created_at, provider_version=__version__),
+        }
+        for key, value in props.items():
+            writer = writer.tableProperty(key, value)
+        if self.table.partition_by:
+            writer = writer.partitionedBy(*(col(c) for c in self.table.partition_by))
+        return self._with_app(writer, write_version(self.table.try_number))
+
+    def _with_app(self, writer: Any, version: int) -> Any:
+        return writer.option("txnAppId", self.table.app_id).option("txnVersion", str(version))
+
+    @contextmanager
+    def _user_metadata(self) -> Iterator[None]:
+        """The provenance in the commit's ``userMetadata`` (``DESCRIBE HISTORY``)."""
+        provenance = self.table.marker_properties(created_at=now_iso(), provider_version=__version__)
+        self.spark.conf.set(USER_METADATA, json.dumps(provenance, sort_keys=True))
+        try:
+            yield
+        finally:
+            self.spark.conf.unset(USER_METADATA)
+
+    def _fenced(self, write: Callable[[], object]) -> None:
+        try:
+            write()
+        except Exception as exc:
+            if FENCED_BY_DELTA in str(exc) or error_condition(exc) == "DELTA_CONCURRENT_TRANSACTION":
+                raise FencedError(
+                    f"a newer try of this task instance raised the fence on {self.table.target} while try "
+                    f"{self.table.try_number} was writing; Delta refused its commit"
+                ) from exc
+            if "Concurrent" in error_condition(exc) or "DELTA_CONCURRENT" in error_condition(exc):
+                raise PublishError(
+                    f"another writer committed to {self.table.target} meanwhile: {first_line(exc)}"
+                ) from exc
+            raise
+
+    def _our_commit(self, name: str) -> Mapping[str, Any]:
+        """This try's commit in ``name``'s history (found by its provenance, not by position: a newer
+        try's fence may have committed after it)."""
+        for row in self.spark.sql(f"DESCRIBE HISTORY {name} LIMIT 20").collect():
+            try:
+                provenance = json.loads(row["userMetadata"] or "{}")
+            except ValueError:
+                continue
+            if provenance.get(markers.TXN_ID) == self.table.txn_id and provenance.get(markers.TRY_NUMBER) == str(
+                self.table.try_number
+            ):
+                return dict(row.asDict())
+        raise PublishError(f"try {self.table.try_number}'s commit is not in {name}'s recent history")
+
+    def _record_commit(self, name: str) -> int:
+        """The row count of this try's commit; its Delta version goes into the details."""
+        commit = self._our_commit(name)
+        self.details["delta_version"] = int(commit["version"])
+        self.details["row_count"] = int((commit.get("operationMetrics") or {}).get("numOutputRows", 0))
+        return int(self.details["row_count"])
+
+    # -- clean-up ------------------------------------------------------------------------------
+
+    def _drop_staging(self, up_to: int, first: int = 1) -> list[str]:
+        """Staging tables of tries ``first..up_to`` of this transaction, each checked for our markers;
+        where there is no table, the directory a killed staging write left at its location (a Delta
+        table's log is written before its catalog entry, and the name is reserved to this try)."""
+        touched = []
+        for try_number in range(first, up_to + 1):
+            staging = self.table.staging_table(try_number)
+            props = self.catalog.properties(staging) if self.spark.catalog.tableExists(staging.quoted) else None
+            if props is None:
+                leftover = f"{self.catalog.db_location(staging.database)}/{staging.table}"
+                if self.catalog.fs.exists(leftover):
+                    self.catalog.fs.delete(leftover)
+                    touched.append(f"{leftover} (deleted: what a killed write of try {try_number} left)")
+            elif markers.owned_by(props, self.table.txn_id) and markers.marker_try(props) == try_number:
+                # No PURGE: Delta's catalog refuses it; dropping a managed Delta table deletes its files.
+                self.spark.sql(f"DROP TABLE IF EXISTS {staging.quoted}")
+                touched.append(f"{staging} (dropped)")
+            else:
+                self.log.warning(f"{staging} does not carry this transaction's markers; left alone")
+        return touched
+
+    def _fault(self, point: str) -> None:
+        faults.inject(self.request.faults, point, self.table.try_number, self.log.info)

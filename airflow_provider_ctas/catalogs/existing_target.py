@@ -1,0 +1,76 @@
+"""What a try does when its target already exists, read from the target's ownership markers.
+
+Shared by the strategies that stage a new target under a reserved name and publish it by a rename
+(Iceberg, Delta): at begin, and when the rename finds that the target appeared meanwhile.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from typing import TYPE_CHECKING, Any, Protocol
+
+from airflow_provider_ctas.catalogs.table_modes import Mode
+from airflow_provider_ctas.core import markers
+from airflow_provider_ctas.core.errors import PublishError, TargetExistsError
+from airflow_provider_ctas.core.transaction import Outcome
+
+if TYPE_CHECKING:
+    from airflow_provider_ctas.catalogs.progress import Progress
+    from airflow_provider_ctas.core.identifiers import TableRef
+    from airflow_provider_ctas.spark.engine import Reporter
+
+
+class ModalTable(Protocol):
+    @property
+    def target(self) -> TableRef: ...
+    @property
+    def txn_id(self) -> str: ...
+    @property
+    def mode(self) -> Mode: ...
+    @property
+    def last_committed_try(self) -> int | None: ...
+
+
+def nothing_to_do(
+    table: ModalTable, props: Mapping[str, str], progress: Progress, details: dict[str, Any], log: Reporter
+) -> bool:
+    """At begin, with the target's properties: whether this try is done before it starts (the
+    outcome is set), must replace, or may not touch the target (raises)."""
+    target, mode = table.target, table.mode
+    if markers.owned_by(props, table.txn_id):
+        published_try = markers.marker_try(props)
+        details["published_by_try"] = published_try
+        if not (mode is Mode.REPLACE and published_try == table.last_committed_try):
+            log.info(f"{target} was already published by try {published_try} of this task instance")
+            progress.outcome = Outcome.ALREADY_PUBLISHED
+            return True
+        log.info(f"{target} was published by try {published_try}, recorded successful: re-running")
+        return False
+    if mode is Mode.CREATE:
+        raise TargetExistsError(
+            f"{target} already exists; mode 'create' does not touch it (use 'replace' to replace it "
+            "or 'create_if_not_exists' to skip)"
+        )
+    if mode is Mode.CREATE_IF_NOT_EXISTS:
+        log.info(f"{target} exists; create_if_not_exists: nothing to do")
+        progress.outcome = Outcome.TARGET_EXISTS
+        return True
+    return False
+
+
+def after_lost_race(table: ModalTable, props: Mapping[str, str], progress: Progress, details: dict[str, Any]) -> None:
+    """The rename found the target created meanwhile (``props`` are its properties): an earlier try
+    of this transaction, a create_if_not_exists that may skip, or another writer."""
+    if markers.owned_by(props, table.txn_id):
+        details["published_by_try"] = markers.marker_try(props)
+        progress.publish(Outcome.ALREADY_PUBLISHED)
+    elif table.mode is Mode.CREATE_IF_NOT_EXISTS:
+        progress.publish(Outcome.TARGET_EXISTS)
+    elif table.mode is Mode.REPLACE:
+        raise PublishError(
+            f"{table.target} was created by another writer while this run was creating it; the next try replaces it"
+        )
+    else:
+        raise TargetExistsError(
+            f"{table.target} was created by another writer while this task ran; it is left untouched"
+        )

@@ -1,0 +1,323 @@
+"""The Delta strategy on real Delta (the 4.4 runtime from Maven Central) with Delta's catalog as
+Spark's session catalog on this session's metastore service, through the real operator, its driver
+on Spark 4.1 (a Spark both Delta 4.4 and Iceberg 1.11 support). An independent reader (its own
+Spark 4.1 JVM with the runtime, ``tests/support/delta.py``) checks the tables.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+import signal
+import time
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+from urllib.parse import urlparse
+
+import pytest
+
+from airflow_provider_ctas.catalogs.delta.executor import check_delta_catalog
+from airflow_provider_ctas.catalogs.delta.strategy import DELTA_CATALOG_CLASS
+from airflow_provider_ctas.core import markers
+from airflow_provider_ctas.core.errors import InvalidInputError
+from airflow_provider_ctas.core.transaction import TransactionKey
+from tests.support.dags import DAGS_FOLDER, make_dag, run_dag, xcom_value
+from tests.support.delta import DeltaReader, delta_conf
+from tests.support.faults import Trial, check_observations, summarize, wait_for_drivers_to_exit
+from tests.support.processes import kill_spark_driver, wait_for_line
+from tests.support.reliability import record_cell
+from tests.support.spark_versions import on_release
+from tests.support.table_reader import SPARK_FOR_FORMATS, TablePoller
+
+pytestmark = [pytest.mark.integration, pytest.mark.slow]
+
+
+@pytest.fixture(scope="module")
+def reader(metastore, tmp_path_factory) -> Iterator[DeltaReader]:
+    session = DeltaReader(tmp_path_factory.mktemp("delta") / "reader.log")
+    yield session
+    session.close()
+
+
+@pytest.fixture
+def on_spark41(monkeypatch) -> dict[str, str]:
+    """A task's conf for Delta; its spark-submit and driver are Spark 4.1's."""
+    env, conf = on_release(SPARK_FOR_FORMATS)
+    for key, value in env.items():
+        monkeypatch.setenv(key, value)
+    return {**conf, **delta_conf()}
+
+
+def _ctas(dag_id: str, conf: dict[str, str], **kwargs: Any) -> tuple[str, dict[str, Any]]:
+    run = run_dag(make_dag(dag_id, conf=conf, table_format="delta", **kwargs))
+    return run.task_state, xcom_value(dag_id, run.run_id, "ctas_transaction") or {}
+
+
+def _leftovers(spark: Any, reader: DeltaReader, database: str) -> list[str]:
+    """Staging tables, and directories under reserved names in the database's location (a Delta
+    table's files and log are written before its catalog entry exists)."""
+    location = Path(urlparse(spark.catalog.getDatabase(database).locationUri).path)
+    directories = sorted(f"{p.name}/" for p in location.glob("__ctas_*"))
+    return reader.staging_tables(database) + directories
+
+
+def _error(txn: dict[str, Any]) -> tuple[str, str]:
+    error = txn["details"]["error"]
+    return error["code"], error["message"]
+
+
+def test_delta_lifecycle(stack, spark, reader, on_spark41, database):
+    target = f"{database}.events"
+
+    state, txn = _ctas("delta_create", on_spark41, target_table=target, sql="SELECT id, id % 7 AS k FROM range(700)")
+    assert state == "success", txn
+    assert txn["details"]["publish"]["mechanism"] == "rename"
+    assert txn["details"]["spark_application"]["version"] == SPARK_FOR_FORMATS
+    assert txn["details"]["metastore_uris"] == stack.uri
+    assert reader.value(f"SELECT count(*) FROM {target}") == 700
+    created = reader.properties(target)
+    assert created[markers.TXN_ID] == TransactionKey("delta_create", "ctas", txn["key"]["run_id"]).txn_id
+    provenance = json.loads(reader.history(target)[0]["userMetadata"])
+    assert provenance[markers.DAG_ID] == "delta_create", "provenance on the commit"
+    created_version = reader.history(target)[0]["version"]
+
+    # A replace that changes the schema: one Delta commit of data, schema and properties.
+    state, txn = _ctas("delta_replace", on_spark41, target_table=target, mode="replace",
+                       sql="SELECT id, 'x' AS k, id * 2 AS extra FROM range(50)")  # fmt: skip
+    assert state == "success", txn
+    assert txn["details"]["publish"]["mechanism"] == "delta_commit"
+    assert reader.rows(f"SELECT count(*), max(extra) FROM {target}") == [[50, 98]]
+    history = reader.history(target)
+    assert [h["operation"] for h in history[:2]] == ["CREATE OR REPLACE TABLE AS SELECT", "WRITE"], (
+        "the replace, and before it begin's empty commit that raised the fence"
+    )
+    assert json.loads(history[0]["userMetadata"])[markers.TRY_NUMBER] == "1"
+    assert reader.properties(target)[markers.DAG_ID] == "delta_replace"
+    assert reader.value(f"SELECT count(*) FROM {target} VERSION AS OF {created_version}") == 700, (
+        "the replaced version stays readable by time travel"
+    )
+
+    # A query that fails mid-write: the data and schema stay, nothing is left.
+    failing = "SELECT id, CAST(IF(id = 7, raise_error('boom'), 'y') AS STRING) AS k FROM range(40)"
+    versions = len(reader.history(target))
+    state, txn = _ctas("delta_failed", on_spark41, target_table=target, mode="replace", sql=failing)
+    assert state == "failed" and _error(txn)[0] == "QUERY_FAILED"
+    assert reader.rows(f"SELECT count(*), max(extra) FROM {target}") == [[50, 98]]
+    assert [h["operation"] for h in reader.history(target)[: len(reader.history(target)) - versions]] == ["WRITE"], (
+        "only the fence's empty commit"
+    )
+    assert _leftovers(spark, reader, database) == []
+
+    state, txn = _ctas("delta_keep", on_spark41, target_table=target, mode="create_if_not_exists",
+                       sql="SELECT 1 AS id")  # fmt: skip
+    assert state == "success" and txn["outcome"] == "target_exists"
+    assert reader.value(f"SELECT count(*) FROM {target}") == 50
+
+    # A table that is not a Delta table: a replace would be Delta's drop-then-create; refused, untouched.
+    spark.sql(f"CREATE TABLE {database}.parquet_owned USING parquet AS SELECT 7 AS id")
+    state, txn = _ctas("delta_taken", on_spark41, target_table=f"{database}.parquet_owned", mode="replace",
+                       sql="SELECT 1 AS id")  # fmt: skip
+    assert state == "failed" and _error(txn)[0] == "UNSUPPORTED_TARGET", txn
+    assert "not a Delta table" in _error(txn)[1]
+    assert [r.id for r in spark.table(f"{database}.parquet_owned").collect()] == [7]
+
+
+@pytest.mark.parametrize(
+    ("catalog", "message"),
+    [
+        (None, "Spark's session catalog is the built-in one, not Delta's: set spark.sql.catalog.spark_catalog="),
+        (DELTA_CATALOG_CLASS, "the Delta runtime is not on the driver's classpath"),
+    ],
+)
+def test_catalog_problems_are_refused_with_the_fix_before_any_spark_work(spark, catalog, message):
+    """In a real driver session: this test process's Spark 4.3, which has no Delta runtime."""
+    key = "spark.sql.catalog.spark_catalog"
+    try:
+        if catalog:
+            spark.conf.set(key, catalog)
+        with pytest.raises(InvalidInputError, match=re.escape(message)):
+            check_delta_catalog(spark)
+    finally:
+        spark.conf.unset(key)
+
+
+ZOMBIE_SQL = (
+    "SELECT id, CAST({{ ti.try_number }} AS BIGINT) AS written_by_try, "
+    "reflect('java.lang.Thread', 'sleep', CAST({{ 1000 if ti.try_number == 2 else 0 }} AS BIGINT)) AS pause "
+    "FROM range(0, 100, 1, 2)"
+)
+
+
+def test_superseded_tries_never_commit(stack, spark, reader, on_spark41, database, tmp_path):
+    """Try 1 is held after prepare with its task alive; try 2 is mid-write when try 3 begins; try 3
+    publishes. Try 2's commit is refused by Delta's conflict check (try 3's fence landed during its
+    write), then try 1 is told commit by its own task and Delta skips its write: both FENCED."""
+    target = f"{database}.fenced"
+    reader.rows(
+        f"CREATE TABLE {target} USING delta AS SELECT id, CAST(0 AS BIGINT) AS written_by_try, "
+        "CAST(NULL AS STRING) AS pause FROM range(5)"
+    )
+    dag_id = "delta_zombie"
+    make_dag(dag_id, retries=3, target_table=target, mode="replace", sql=ZOMBIE_SQL, table_format="delta",
+             conf=on_spark41)  # fmt: skip
+    progress, release = tmp_path / "progress", tmp_path / "release"
+
+    def trial(n: int, faults: dict[str, Any]) -> Trial:
+        faults = {"progress_file": str(progress), **faults}
+        return Trial(DAGS_FOLDER / f"{dag_id}.py", dag_id, "zombie_run", tmp_path / f"try{n}.log", faults).start()
+
+    started = time.monotonic()
+    try:
+        with TablePoller(reader, target) as poller:
+            first = trial(1, {"after_prepare": {"wait_for": str(release), "only_try": 1}})
+            wait_for_line(progress, "after_prepare try=1", timeout=240)
+            second = trial(2, {"before_write": {"only_try": 2}})
+            wait_for_line(progress, "before_write try=2", timeout=240)
+            third = trial(3, {}).wait()
+            wait_for_line(progress, "result phases=begin,prepare,commit ok=False FENCED", timeout=240)
+            try2 = second.wait()
+            release.touch()
+            wait_for_line(progress, "result phases=begin,prepare,commit ok=False FENCED", timeout=240, count=2)
+            try1 = first.wait()
+            wait_for_drivers_to_exit(target)
+    finally:
+        release.touch()
+    log1, log2 = ((tmp_path / f"try{n}.log").read_text(errors="replace") for n in (1, 2))
+    left = _leftovers(spark, reader, database)
+    problem = check_observations(poller.seen, {"5:0", "100:3"}, "100:3")
+    record_cell(
+        "delta-zombie",
+        {
+            "table": "delta",
+            "order": "zombie",
+            "fault": "try 1 held after prepare (its task alive); try 2 mid-write when try 3 begins; try 3 "
+            "publishes; then try 1 is told commit",
+            "mode": "replace",
+            "tries": f"try 1: {try1} (FENCED, write skipped); try 2: {try2} (FENCED, commit refused); try 3: {third}",
+            "left": left,
+            "seen": summarize(poller.seen),
+            "ok": problem is None and not left,
+            "problem": problem,
+            "seconds": round(time.monotonic() - started),
+        },
+    )
+    assert third == "success" and try1 != "success" and try2 != "success"
+    assert "Delta refused its commit" in log2, "try 2: Delta's conflict check on the fence"
+    assert "commit: the task decided commit for try 1" in log1 and "Delta skipped try 1's write" in log1
+    assert reader.rows(f"SELECT DISTINCT written_by_try FROM {target}") == [[3]]
+    assert reader.value(f"SELECT count(*) FROM {target}") == 100
+    assert left == []
+    assert problem is None, summarize(poller.seen)
+
+
+@pytest.mark.parametrize("mode", ["create", "replace"])
+def test_killed_tries_leave_nothing_and_a_retry_after_a_landed_commit_writes_nothing(
+    stack, spark, reader, on_spark41, database, tmp_path, mode
+):
+    """Try 1's driver is SIGKILLed mid-write: nothing published. Try 2's task process is SIGKILLed
+    right after its publish: try 3 reports already_published and commits nothing."""
+    target = f"{database}.killed_{mode}"
+    if mode == "replace":
+        reader.rows(
+            f"CREATE TABLE {target} USING delta AS SELECT id, CAST(0 AS BIGINT) AS written_by_try, "
+            "CAST(NULL AS STRING) AS pause FROM range(5)"
+        )
+    dag_id = f"delta_kill_{mode}"
+    slow = "reflect('java.lang.Thread', 'sleep', CAST({{ 200 if ti.try_number == 1 else 0 }} AS BIGINT))"
+    written_by = "CAST({{ ti.try_number }} AS BIGINT) AS written_by_try"
+    sql = f"SELECT id, {written_by}, {slow} AS pause FROM range(0, 200, 1, 2)"
+    make_dag(dag_id, retries=3, target_table=target, mode=mode, sql=sql, table_format="delta", conf=on_spark41)
+    progress = tmp_path / "progress"
+
+    def trial(n: int, faults: dict[str, Any]) -> Trial:
+        log = tmp_path / f"try{n}.log"
+        return Trial(DAGS_FOLDER / f"{dag_id}.py", dag_id, f"kill_{mode}", log, faults).start()
+
+    started = time.monotonic()
+    with TablePoller(reader, target) as poller:
+        first = trial(1, {"progress_file": str(progress), "before_write": {"only_try": 1}})
+        wait_for_line(progress, "before_write try=1", timeout=240)
+        if mode == "create":  # killed once its files are on disk, before its table exists
+            location = Path(urlparse(spark.catalog.getDatabase(database).locationUri).path)
+            deadline = time.monotonic() + 120
+            while not list(location.glob("__ctas_*_s1/part-*")):
+                assert time.monotonic() < deadline, "try 1's staging write must start"
+                time.sleep(0.2)
+        time.sleep(5)
+        assert kill_spark_driver(f"{target} try 1")
+        try1 = first.wait()
+        wait_for_drivers_to_exit(target)
+        left1 = _leftovers(spark, reader, database)
+        published_before = reader.exists(target)
+
+        second = trial(2, {"progress_file": str(progress), "after_publish": {"sleep": 60, "only_try": 2}})
+        wait_for_line(progress, "after_publish try=2", timeout=240)
+        second.signal_group(signal.SIGKILL)
+        try2 = second.wait()
+        wait_for_drivers_to_exit(target)
+        versions = len(reader.history(target))
+        try3 = trial(3, {}).wait()
+    new_versions = len(reader.history(target)) - versions
+    left = _leftovers(spark, reader, database)
+    old = "missing" if mode == "create" else "5:0"
+    problem = check_observations(poller.seen, {old, "200:2"}, "200:2")
+    record_cell(
+        f"delta-kill-{mode}",
+        {
+            "table": "delta",
+            "order": f"kill-{mode}",
+            "fault": "SIGKILL the Spark driver mid-write (try 1); SIGKILL the task process right after its "
+            "publish (try 2); try 3 without a fault",
+            "mode": mode,
+            "tries": f"try 1: {try1}, left {left1 or 'nothing'}; try 2: {try2}; try 3: {try3}, {new_versions} new "
+            "Delta versions",
+            "left": left,
+            "seen": summarize(poller.seen),
+            "ok": problem is None and not left,
+            "problem": problem,
+            "seconds": round(time.monotonic() - started),
+        },
+    )
+    assert try1 != "success" and published_before is (mode == "replace")
+    # A killed staging write leaves files without a table; try 1's abort run deletes them.
+    assert left1 == [], left1
+    if mode == "create":
+        assert "deleted: what a killed write of try 1 left" in (tmp_path / "try1.log").read_text(errors="replace")
+    assert "already published by try 2" in (tmp_path / "try3.log").read_text(errors="replace")
+    assert try3 == "success" and new_versions == 0, "the retry wrote nothing"
+    assert reader.rows(f"SELECT DISTINCT written_by_try FROM {target}") == [[2]]
+    assert reader.value(f"SELECT count(*) FROM {target}") == 200
+    assert left == []
+    assert problem is None, summarize(poller.seen)
+
+
+def test_two_creators_race_and_exactly_one_publishes(stack, spark, reader, on_spark41, database, tmp_path):
+    """Two task instances create the same Delta table; both reach their publish at once."""
+    target = f"{database}.raced"
+    release, progress = tmp_path / "release", tmp_path / "progress"
+    trials = {}
+    try:
+        # Started one after the other (two task processes registering DAGs at once collide in
+        # Airflow's database); both wait at their publish for the same release.
+        for n in (1, 2):
+            dag_id = f"delta_race_{n}"
+            make_dag(dag_id, target_table=target, sql=f"SELECT id, {n} AS writer FROM range({n * 100})",
+                     table_format="delta", conf=on_spark41)  # fmt: skip
+            faults = {"progress_file": str(progress), "before_publish": {"wait_for": str(release)}}
+            log = tmp_path / f"writer{n}.log"
+            trials[n] = Trial(DAGS_FOLDER / f"{dag_id}.py", dag_id, "race", log, faults).start()
+            deadline = time.monotonic() + 240
+            while not progress.exists() or progress.read_text().splitlines().count("before_publish try=1") < n:
+                assert time.monotonic() < deadline, f"writer {n} must reach its publish"
+                time.sleep(0.2)
+    finally:
+        release.touch()
+    states = {n: trial.wait() for n, trial in trials.items()}
+    assert sorted(states.values()) == ["failed", "success"], states
+    winner = next(n for n, state in states.items() if state == "success")
+    assert reader.rows(f"SELECT DISTINCT writer FROM {target}") == [[winner]]
+    assert reader.value(f"SELECT count(*) FROM {target}") == winner * 100
+    code, message = _error(xcom_value(f"delta_race_{3 - winner}", "race", "ctas_transaction"))
+    assert code == "TARGET_EXISTS" and "created by another writer" in message
+    assert _leftovers(spark, reader, database) == []

@@ -1,0 +1,49 @@
+"""Delta for the tests: the runtime jars, the conf a task needs (Delta's catalog as Spark's session
+catalog, on the tests' metastore service) and an independent reader (``table_reader.py``)."""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+from pathlib import Path
+from typing import Any
+
+from airflow_provider_ctas.catalogs.delta.executor import EXTENSION_CLASS
+from airflow_provider_ctas.catalogs.delta.strategy import DELTA_CATALOG_CLASS
+from tests.support.table_reader import TableReader
+
+DELTA_JARS = ("io.delta:delta-spark_4.1_2.13", "io.delta:delta-storage")
+
+
+def delta_jars() -> str:
+    return subprocess.run(
+        [sys.executable, "scripts/fetch_jars.py", "--select", *DELTA_JARS], capture_output=True, text=True, check=True
+    ).stdout.strip()
+
+
+def delta_conf() -> dict[str, str]:
+    """What a task's conf says for Delta tables in the session catalog, on Spark 4.1."""
+    return {
+        "spark.jars": delta_jars(),
+        "spark.sql.extensions": EXTENSION_CLASS,
+        "spark.sql.catalog.spark_catalog": DELTA_CATALOG_CLASS,
+    }
+
+
+class DeltaReader(TableReader):
+    def __init__(self, log: Path) -> None:
+        super().__init__(delta_conf(), log)
+
+    def exists(self, table: str) -> bool:
+        database, name = table.split(".")[-2:]
+        return any(row[1] == name for row in self.rows(f"SHOW TABLES IN {database}"))
+
+    def staging_tables(self, database: str) -> list[str]:
+        return [row[1] for row in self.rows(f"SHOW TABLES IN {database}") if row[1].startswith("__ctas_")]
+
+    def history(self, table: str) -> list[dict[str, Any]]:
+        """Newest first: version, operation, userMetadata."""
+        return [
+            {key: row[key] for key in ("version", "operation", "userMetadata")}
+            for row in self.records(f"DESCRIBE HISTORY {table}")
+        ]
