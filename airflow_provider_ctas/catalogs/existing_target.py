@@ -40,7 +40,7 @@ def nothing_to_do(
     if markers.owned_by(props, table.txn_id):
         published_try = markers.marker_try(props)
         details["published_by_try"] = published_try
-        if not (mode is Mode.REPLACE and published_try == table.last_committed_try):
+        if not (mode in (Mode.REPLACE, Mode.OVERWRITE_PARTITIONS) and published_try == table.last_committed_try):
             log.info(f"{target} was already published by try {published_try} of this task instance")
             progress.outcome = Outcome.ALREADY_PUBLISHED
             return True

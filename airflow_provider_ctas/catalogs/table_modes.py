@@ -1,25 +1,105 @@
-"""The modes of the strategies whose table format has its own table-wide schema (Iceberg, Delta):
-a whole table is created or replaced; partition overwrites are not built for them yet."""
+"""The two-phase tables of the formats with their own table-wide schema (Iceberg, Delta): a whole
+table is created or replaced, or (where the format's table says so) its partitions overwritten.
+Each format's table adds its ``kind``, how it names its target and how it stages."""
 
 from __future__ import annotations
 
+from collections.abc import Mapping
+from dataclasses import dataclass, field
 from enum import StrEnum
+from typing import Any, ClassVar
 
-from airflow_provider_ctas.core.errors import InvalidInputError
+from airflow_provider_ctas.catalogs.strategy import RequestSpec
+from airflow_provider_ctas.core import markers
+from airflow_provider_ctas.core.errors import CorruptStateError, InvalidInputError
+from airflow_provider_ctas.core.identifiers import TableRef, validate_columns, validate_table_properties
+from airflow_provider_ctas.core.transaction import TwoPhaseTable, _exact_fields
 
 
 class Mode(StrEnum):
     CREATE = "create"
     CREATE_IF_NOT_EXISTS = "create_if_not_exists"
     REPLACE = "replace"
+    OVERWRITE_PARTITIONS = "overwrite_partitions"
 
 
-def validate_mode(mode: object, format_name: str) -> Mode:
-    if mode == "overwrite_partitions":
+def validate_mode(mode: object, format_name: str, *, partitions: bool = False) -> Mode:
+    if mode == Mode.OVERWRITE_PARTITIONS and not partitions:
         raise InvalidInputError(
             f"mode 'overwrite_partitions' is not supported for {format_name} tables yet; use mode 'replace' "
             "(the whole table, published atomically) or a session-catalog table format"
         )
-    if not isinstance(mode, str) or mode not in Mode._value2member_map_:
-        raise InvalidInputError(f"mode {mode!r} is not supported for {format_name}; use one of: {', '.join(Mode)}")
+    served = [m for m in Mode if partitions or m is not Mode.OVERWRITE_PARTITIONS]
+    if not isinstance(mode, str) or mode not in served:
+        raise InvalidInputError(f"mode {mode!r} is not supported for {format_name}; use one of: {', '.join(served)}")
     return Mode(mode)
+
+
+@dataclass(kw_only=True)
+class WholeTable(TwoPhaseTable):
+    table_format: ClassVar[str] = ""
+    """The ``table_format`` it serves ("iceberg", "delta")."""
+    format_name: ClassVar[str] = ""
+    """How errors name the format ("Iceberg", "Delta")."""
+    no_swap_because: ClassVar[str] = ""
+    """Why ``allow_swap`` does not apply to this format."""
+    overwrites_partitions: ClassVar[bool] = False
+    """Whether the format's strategy serves ``overwrite_partitions``."""
+
+    @classmethod
+    def validate_mode(cls, mode: object, partition_by: tuple[str, ...]) -> Mode:
+        valid = validate_mode(mode, cls.format_name, partitions=cls.overwrites_partitions)
+        if valid is Mode.OVERWRITE_PARTITIONS and not partition_by:
+            raise InvalidInputError("mode 'overwrite_partitions' needs partition_by (the partitions it overwrites)")
+        return valid
+
+    @classmethod
+    def from_request(cls, spec: RequestSpec) -> TwoPhaseTable:
+        """The strategy's ``validate``: the request as this format's table, or InvalidInputError."""
+        if spec.allow_swap:
+            raise InvalidInputError(f"allow_swap does not apply to {cls.format_name} tables: {cls.no_swap_because}")
+        partition_by = validate_columns(spec.partition_by, "partition_by")
+        return cls(
+            key=spec.key,
+            conn_id=spec.conn_id,
+            target=cls.parse_target(spec.target),
+            mode=cls.validate_mode(spec.mode, partition_by),
+            partition_by=partition_by,
+            table_properties=validate_table_properties(spec.table_properties),
+        )
+
+    @classmethod
+    def check_options(cls, mode: str, table_format: str, superseded_retention: object) -> None:
+        """The strategy's DAG-parse-time checks. A replaced version stays readable through the
+        format's own history (snapshots, time travel); superseded_retention is for session-catalog tables."""
+        validate_mode(mode, cls.format_name, partitions=cls.overwrites_partitions)
+        if not isinstance(table_format, str) or table_format.lower() != cls.table_format:
+            raise InvalidInputError(f"table_format {table_format!r} is not served by the {cls.format_name} strategy")
+
+    mode: Mode
+    partition_by: tuple[str, ...] = ()
+    table_properties: dict[str, str] = field(default_factory=dict)
+
+    def staging_table(self, try_number: int | None = None) -> TableRef:
+        """A new target is staged as its own table under this reserved name, per try."""
+        return self.target.with_table(markers.staging_name(self.txn_id, try_number or self.try_number))
+
+    def spec_to_dict(self) -> dict[str, Any]:
+        return {
+            "mode": self.mode.value,
+            "partition_by": list(self.partition_by),
+            "table_properties": dict(self.table_properties),
+        }
+
+    @classmethod
+    def spec_from_dict(cls, data: Mapping[str, Any]) -> dict[str, Any]:
+        spec = _exact_fields(data, {"mode", "partition_by", "table_properties"}, "spec")
+        try:
+            partition_by = validate_columns(spec["partition_by"], "partition_by")
+            return {
+                "mode": cls.validate_mode(spec["mode"], partition_by),
+                "partition_by": partition_by,
+                "table_properties": validate_table_properties(spec["table_properties"]),
+            }
+        except InvalidInputError as exc:
+            raise CorruptStateError(f"spec is invalid: {exc}") from exc

@@ -8,7 +8,6 @@ from __future__ import annotations
 
 import json
 import re
-import signal
 import time
 from collections.abc import Iterator
 from pathlib import Path
@@ -25,8 +24,14 @@ from airflow_provider_ctas.core.transaction import TransactionKey
 from tests.support.dags import DAGS_FOLDER, make_dag, run_dag, xcom_value
 from tests.support.delta import DeltaReader, delta_conf
 from tests.support.faults import Trial, check_observations, summarize, wait_for_drivers_to_exit
-from tests.support.processes import kill_spark_driver, wait_for_line
-from tests.support.reliability import record_cell
+from tests.support.format_scenarios import (
+    FormatProbe,
+    kill_mid_write_then_after_publish,
+    one_winner,
+    race_two_creators,
+    record_format_cell,
+)
+from tests.support.processes import wait_for_line
 from tests.support.spark_versions import on_release
 from tests.support.table_reader import SPARK_FOR_FORMATS, TablePoller
 
@@ -83,14 +88,15 @@ def test_delta_lifecycle(stack, spark, reader, on_spark41, database):
     created_version = reader.history(target)[0]["version"]
 
     # A replace that changes the schema: one Delta commit of data, schema and properties.
-    state, txn = _ctas("delta_replace", on_spark41, target_table=target, mode="replace",
-                       sql="SELECT id, 'x' AS k, id * 2 AS extra FROM range(50)")  # fmt: skip
+    state, txn = _ctas("delta_replace", on_spark41, target_table=target, mode="replace", partition_by=["k"],
+                       sql="SELECT id, CAST(id % 2 AS STRING) AS k, id * 2 AS extra FROM range(50)")  # fmt: skip
     assert state == "success", txn
     assert txn["details"]["publish"]["mechanism"] == "delta_commit"
     assert reader.rows(f"SELECT count(*), max(extra) FROM {target}") == [[50, 98]]
+    assert reader.records(f"DESCRIBE DETAIL {target}")[0]["partitionColumns"] == ["k"]
     history = reader.history(target)
-    assert [h["operation"] for h in history[:2]] == ["CREATE OR REPLACE TABLE AS SELECT", "WRITE"], (
-        "the replace, and before it begin's empty commit that raised the fence"
+    assert [h["operation"] for h in history] == ["CREATE OR REPLACE TABLE AS SELECT", "CREATE TABLE AS SELECT"], (
+        "one commit; a first try has no earlier try to fence"
     )
     assert json.loads(history[0]["userMetadata"])[markers.TRY_NUMBER] == "1"
     assert reader.properties(target)[markers.DAG_ID] == "delta_replace"
@@ -104,15 +110,18 @@ def test_delta_lifecycle(stack, spark, reader, on_spark41, database):
     state, txn = _ctas("delta_failed", on_spark41, target_table=target, mode="replace", sql=failing)
     assert state == "failed" and _error(txn)[0] == "QUERY_FAILED"
     assert reader.rows(f"SELECT count(*), max(extra) FROM {target}") == [[50, 98]]
-    assert [h["operation"] for h in reader.history(target)[: len(reader.history(target)) - versions]] == ["WRITE"], (
-        "only the fence's empty commit"
-    )
+    assert len(reader.history(target)) == versions, "no commit"
     assert _leftovers(spark, reader, database) == []
 
-    state, txn = _ctas("delta_keep", on_spark41, target_table=target, mode="create_if_not_exists",
-                       sql="SELECT 1 AS id")  # fmt: skip
-    assert state == "success" and txn["outcome"] == "target_exists"
-    assert reader.value(f"SELECT count(*) FROM {target}") == 50
+    # overwrite_partitions: one partition overwritten in one Delta commit, the others untouched.
+    daily = f"{database}.daily"
+    reader.rows(f"CREATE TABLE {daily} USING delta PARTITIONED BY (ds) AS "
+                "SELECT id, IF(id < 30, 'a', 'b') AS ds FROM range(50)")  # fmt: skip
+    state, txn = _ctas("delta_parts_2", on_spark41, target_table=daily, mode="overwrite_partitions",
+                       partition_by=["ds"], sql="SELECT id, 'b' AS ds FROM range(5)")  # fmt: skip
+    assert state == "success" and txn["details"]["publish"]["mechanism"] == "delta_commit", txn
+    assert reader.rows(f"SELECT ds, count(*) FROM {daily} GROUP BY ds ORDER BY ds") == [["a", 30], ["b", 5]]
+    assert reader.history(daily)[0]["operation"] == "WRITE" and txn["details"]["row_count"] == 5
 
     # A table that is not a Delta table: a replace would be Delta's drop-then-create; refused, untouched.
     spark.sql(f"CREATE TABLE {database}.parquet_owned USING parquet AS SELECT 7 AS id")
@@ -144,7 +153,7 @@ def test_catalog_problems_are_refused_with_the_fix_before_any_spark_work(spark, 
 
 ZOMBIE_SQL = (
     "SELECT id, CAST({{ ti.try_number }} AS BIGINT) AS written_by_try, "
-    "reflect('java.lang.Thread', 'sleep', CAST({{ 1000 if ti.try_number == 2 else 0 }} AS BIGINT)) AS pause "
+    "reflect('java.lang.Thread', 'sleep', CAST({{ 1500 if ti.try_number == 2 else 0 }} AS BIGINT)) AS pause "
     "FROM range(0, 100, 1, 2)"
 )
 
@@ -186,22 +195,12 @@ def test_superseded_tries_never_commit(stack, spark, reader, on_spark41, databas
     log1, log2 = ((tmp_path / f"try{n}.log").read_text(errors="replace") for n in (1, 2))
     left = _leftovers(spark, reader, database)
     problem = check_observations(poller.seen, {"5:0", "100:3"}, "100:3")
-    record_cell(
-        "delta-zombie",
-        {
-            "table": "delta",
-            "order": "zombie",
-            "fault": "try 1 held after prepare (its task alive); try 2 mid-write when try 3 begins; try 3 "
-            "publishes; then try 1 is told commit",
-            "mode": "replace",
-            "tries": f"try 1: {try1} (FENCED, write skipped); try 2: {try2} (FENCED, commit refused); try 3: {third}",
-            "left": left,
-            "seen": summarize(poller.seen),
-            "ok": problem is None and not left,
-            "problem": problem,
-            "seconds": round(time.monotonic() - started),
-        },
-    )
+    record_format_cell(
+        _probe(spark, reader, database), "zombie", "try 1 held after prepare (its task alive); try 2 mid-write "
+        "when try 3 begins; try 3 publishes; then try 1 is told commit", "replace",
+        f"try 1: {try1} (FENCED, write skipped); try 2: {try2} (FENCED, commit refused); try 3: {third}",
+        left, poller.seen, problem, started,
+    )  # fmt: skip
     assert third == "success" and try1 != "success" and try2 != "success"
     assert "Delta refused its commit" in log2, "try 2: Delta's conflict check on the fence"
     assert "commit: the task decided commit for try 1" in log1 and "Delta skipped try 1's write" in log1
@@ -211,113 +210,64 @@ def test_superseded_tries_never_commit(stack, spark, reader, on_spark41, databas
     assert problem is None, summarize(poller.seen)
 
 
-@pytest.mark.parametrize("mode", ["create", "replace"])
+def _probe(spark: Any, reader: DeltaReader, database: str) -> FormatProbe:
+    return FormatProbe(
+        "delta",
+        reader,
+        leftovers=lambda: _leftovers(spark, reader, database),
+        versions=lambda table: len(reader.history(table)),
+    )
+
+
+@pytest.mark.parametrize("mode", ["create", "overwrite_partitions"])
 def test_killed_tries_leave_nothing_and_a_retry_after_a_landed_commit_writes_nothing(
     stack, spark, reader, on_spark41, database, tmp_path, mode
 ):
-    """Try 1's driver is SIGKILLed mid-write: nothing published. Try 2's task process is SIGKILLed
-    right after its publish: try 3 reports already_published and commits nothing."""
+    """Try 1's driver is SIGKILLed mid-write (a new table: once its files are on disk, before its
+    table exists): nothing published, nothing left. Try 2's task process is SIGKILLed right after
+    its publish: try 3 reports already_published and commits nothing. In place (a partition
+    overwrite, whose commit leaves the table's markers as they were) try 3 learns it from Delta
+    skipping its fence."""
     target = f"{database}.killed_{mode}"
-    if mode == "replace":
+    if mode == "overwrite_partitions":
         reader.rows(
-            f"CREATE TABLE {target} USING delta AS SELECT id, CAST(0 AS BIGINT) AS written_by_try, "
-            "CAST(NULL AS STRING) AS pause FROM range(5)"
+            f"CREATE TABLE {target} USING delta PARTITIONED BY (part) AS SELECT id, CAST(0 AS BIGINT) AS "
+            "written_by_try, CAST(NULL AS STRING) AS pause, 'p' AS part FROM range(5)"
         )
-    dag_id = f"delta_kill_{mode}"
-    slow = "reflect('java.lang.Thread', 'sleep', CAST({{ 200 if ti.try_number == 1 else 0 }} AS BIGINT))"
-    written_by = "CAST({{ ti.try_number }} AS BIGINT) AS written_by_try"
-    sql = f"SELECT id, {written_by}, {slow} AS pause FROM range(0, 200, 1, 2)"
-    make_dag(dag_id, retries=3, target_table=target, mode=mode, sql=sql, table_format="delta", conf=on_spark41)
-    progress = tmp_path / "progress"
-
-    def trial(n: int, faults: dict[str, Any]) -> Trial:
-        log = tmp_path / f"try{n}.log"
-        return Trial(DAGS_FOLDER / f"{dag_id}.py", dag_id, f"kill_{mode}", log, faults).start()
-
-    started = time.monotonic()
-    with TablePoller(reader, target) as poller:
-        first = trial(1, {"progress_file": str(progress), "before_write": {"only_try": 1}})
-        wait_for_line(progress, "before_write try=1", timeout=240)
-        if mode == "create":  # killed once its files are on disk, before its table exists
-            location = Path(urlparse(spark.catalog.getDatabase(database).locationUri).path)
-            deadline = time.monotonic() + 120
-            while not list(location.glob("__ctas_*_s1/part-*")):
-                assert time.monotonic() < deadline, "try 1's staging write must start"
-                time.sleep(0.2)
-        time.sleep(5)
-        assert kill_spark_driver(f"{target} try 1")
-        try1 = first.wait()
-        wait_for_drivers_to_exit(target)
-        left1 = _leftovers(spark, reader, database)
-        published_before = reader.exists(target)
-
-        second = trial(2, {"progress_file": str(progress), "after_publish": {"sleep": 60, "only_try": 2}})
-        wait_for_line(progress, "after_publish try=2", timeout=240)
-        second.signal_group(signal.SIGKILL)
-        try2 = second.wait()
-        wait_for_drivers_to_exit(target)
-        versions = len(reader.history(target))
-        try3 = trial(3, {}).wait()
-    new_versions = len(reader.history(target)) - versions
-    left = _leftovers(spark, reader, database)
-    old = "missing" if mode == "create" else "5:0"
-    problem = check_observations(poller.seen, {old, "200:2"}, "200:2")
-    record_cell(
-        f"delta-kill-{mode}",
-        {
-            "table": "delta",
-            "order": f"kill-{mode}",
-            "fault": "SIGKILL the Spark driver mid-write (try 1); SIGKILL the task process right after its "
-            "publish (try 2); try 3 without a fault",
-            "mode": mode,
-            "tries": f"try 1: {try1}, left {left1 or 'nothing'}; try 2: {try2}; try 3: {try3}, {new_versions} new "
-            "Delta versions",
-            "left": left,
-            "seen": summarize(poller.seen),
-            "ok": problem is None and not left,
-            "problem": problem,
-            "seconds": round(time.monotonic() - started),
-        },
-    )
-    assert try1 != "success" and published_before is (mode == "replace")
+    location = Path(urlparse(spark.catalog.getDatabase(database).locationUri).path)
+    written = (lambda: bool(list(location.glob("__ctas_*_s1/part-*")))) if mode == "create" else (lambda: True)
+    result = kill_mid_write_then_after_publish(_probe(spark, reader, database), target, mode, on_spark41, tmp_path,
+                                               files_written=written)  # fmt: skip
+    assert result["try1"] != "success" and result["published_before"] is (mode == "overwrite_partitions")
     # A killed staging write leaves files without a table; try 1's abort run deletes them.
-    assert left1 == [], left1
+    assert result["left1"] == []
     if mode == "create":
         assert "deleted: what a killed write of try 1 left" in (tmp_path / "try1.log").read_text(errors="replace")
     assert "already published by try 2" in (tmp_path / "try3.log").read_text(errors="replace")
-    assert try3 == "success" and new_versions == 0, "the retry wrote nothing"
+    assert result["try3"] == "success" and result["new_versions"] == 0, "the retry wrote nothing"
     assert reader.rows(f"SELECT DISTINCT written_by_try FROM {target}") == [[2]]
     assert reader.value(f"SELECT count(*) FROM {target}") == 200
-    assert left == []
-    assert problem is None, summarize(poller.seen)
+    assert result["left"] == []
+    assert result["problem"] is None, summarize(result["seen"])
 
 
 def test_two_creators_race_and_exactly_one_publishes(stack, spark, reader, on_spark41, database, tmp_path):
     """Two task instances create the same Delta table; both reach their publish at once."""
     target = f"{database}.raced"
-    release, progress = tmp_path / "release", tmp_path / "progress"
-    trials = {}
-    try:
-        # Started one after the other (two task processes registering DAGs at once collide in
-        # Airflow's database); both wait at their publish for the same release.
-        for n in (1, 2):
-            dag_id = f"delta_race_{n}"
-            make_dag(dag_id, target_table=target, sql=f"SELECT id, {n} AS writer FROM range({n * 100})",
-                     table_format="delta", conf=on_spark41)  # fmt: skip
-            faults = {"progress_file": str(progress), "before_publish": {"wait_for": str(release)}}
-            log = tmp_path / f"writer{n}.log"
-            trials[n] = Trial(DAGS_FOLDER / f"{dag_id}.py", dag_id, "race", log, faults).start()
-            deadline = time.monotonic() + 240
-            while not progress.exists() or progress.read_text().splitlines().count("before_publish try=1") < n:
-                assert time.monotonic() < deadline, f"writer {n} must reach its publish"
-                time.sleep(0.2)
-    finally:
-        release.touch()
-    states = {n: trial.wait() for n, trial in trials.items()}
-    assert sorted(states.values()) == ["failed", "success"], states
-    winner = next(n for n, state in states.items() if state == "success")
+    probe = _probe(spark, reader, database)
+    winner, error = one_winner(probe, race_two_creators(probe, target, on_spark41, tmp_path))
     assert reader.rows(f"SELECT DISTINCT writer FROM {target}") == [[winner]]
     assert reader.value(f"SELECT count(*) FROM {target}") == winner * 100
-    code, message = _error(xcom_value(f"delta_race_{3 - winner}", "race", "ctas_transaction"))
-    assert code == "TARGET_EXISTS" and "created by another writer" in message
+    assert error["code"] == "TARGET_EXISTS" and "created by another writer" in error["message"]
+    assert _leftovers(spark, reader, database) == []
+
+
+def test_a_backfill_s_first_dates_race_to_create_and_both_publish(stack, spark, reader, on_spark41, database, tmp_path):
+    """overwrite_partitions of two task instances on a missing table, both at their publish at once:
+    one creates the table, the other overwrites its partition in it instead of failing."""
+    target = f"{database}.first_use"
+    states = race_two_creators(_probe(spark, reader, database), target, on_spark41, tmp_path, name="first_use",
+                               mode="overwrite_partitions", partition_by=["writer"])  # fmt: skip
+    assert states == {1: "success", 2: "success"}
+    assert reader.rows(f"SELECT writer, count(*) FROM {target} GROUP BY writer ORDER BY writer") == [[1, 100], [2, 200]]
     assert _leftovers(spark, reader, database) == []

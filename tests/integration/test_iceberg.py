@@ -7,7 +7,6 @@ runtime, ``tests/support/iceberg.py``) checks the tables.
 from __future__ import annotations
 
 import re
-import signal
 import time
 from collections.abc import Iterator
 from typing import Any
@@ -21,9 +20,15 @@ from airflow_provider_ctas.core.errors import InvalidInputError, UnsupportedTarg
 from airflow_provider_ctas.core.transaction import TransactionKey
 from tests.support.dags import DAGS_FOLDER, make_dag, run_dag, xcom_value
 from tests.support.faults import Trial, check_observations, summarize, wait_for_drivers_to_exit
+from tests.support.format_scenarios import (
+    FormatProbe,
+    kill_mid_write_then_after_publish,
+    one_winner,
+    race_two_creators,
+    record_format_cell,
+)
 from tests.support.iceberg import CATALOG, SPARK_FOR_ICEBERG, IcebergReader, iceberg_conf
-from tests.support.processes import kill_spark_driver, wait_for_line
-from tests.support.reliability import record_cell
+from tests.support.processes import wait_for_line
 from tests.support.spark_versions import on_release
 from tests.support.table_reader import TablePoller
 
@@ -186,9 +191,18 @@ def test_plain_rtas_lets_a_zombie_win_and_the_operator_does_not(stack, reader, o
         wait_for_drivers_to_exit(target)
     left = _leftovers(reader, database, target)
     problem = check_observations(poller.seen, {"5:0", "100:2"}, "100:2")
-    _record("zombie", "try 1 a zombie (its task still answers commit); try 2 takes over and publishes, "
-            "then try 1 reaches its publish", "replace", f"try 1: {first.wait()} (FENCED); try 2: {second}",
-            left, poller.seen, problem, started)  # fmt: skip
+    record_format_cell(
+        _probe(reader, database, target),
+        "zombie",
+        "try 1 a zombie (its task still answers "
+        "commit); try 2 takes over and publishes, then try 1 reaches its publish",
+        "replace",
+        f"try 1: {first.wait()} (FENCED); try 2: {second}",
+        left,
+        poller.seen,
+        problem,
+        started,
+    )
     assert second == "success"
     assert "commit: the task decided commit for try 1" in (tmp_path / "try1.log").read_text(errors="replace")
     assert reader.rows(f"SELECT DISTINCT written_by_try FROM {target}") == [[2]]
@@ -196,6 +210,15 @@ def test_plain_rtas_lets_a_zombie_win_and_the_operator_does_not(stack, reader, o
     assert reader.current_summary(target)[markers.TRY_NUMBER] == "2"
     assert left == []
     assert problem is None, summarize(poller.seen)
+
+
+def _probe(reader: IcebergReader, database: str, target: str) -> FormatProbe:
+    return FormatProbe(
+        "iceberg",
+        reader,
+        leftovers=lambda: _leftovers(reader, database, target),
+        versions=lambda table: int(reader.value(f"SELECT count(*) FROM {table}.snapshots")),
+    )
 
 
 @pytest.mark.parametrize("mode", ["create", "replace"])
@@ -210,100 +233,23 @@ def test_killed_tries_leave_nothing_and_a_retry_after_a_landed_commit_writes_not
             f"CREATE TABLE {target} USING iceberg AS SELECT id, CAST(0 AS BIGINT) AS written_by_try, "
             "CAST(NULL AS STRING) AS pause FROM range(5)"
         )
-    dag_id = f"ice_kill_{mode}"
-    slow = "reflect('java.lang.Thread', 'sleep', CAST({{ 200 if ti.try_number == 1 else 0 }} AS BIGINT))"
-    written_by = "CAST({{ ti.try_number }} AS BIGINT) AS written_by_try"
-    sql = f"SELECT id, {written_by}, {slow} AS pause FROM range(0, 200, 1, 2)"
-    make_dag(dag_id, retries=3, target_table=target, mode=mode, sql=sql, table_format="iceberg", conf=on_spark41)
-    progress = tmp_path / "progress"
-
-    def trial(n: int, faults: dict[str, Any]) -> Trial:
-        log = tmp_path / f"try{n}.log"
-        return Trial(DAGS_FOLDER / f"{dag_id}.py", dag_id, f"kill_{mode}", log, faults).start()
-
-    started = time.monotonic()
-    with TablePoller(reader, target) as poller:
-        first = trial(1, {"progress_file": str(progress), "before_write": {"only_try": 1}})
-        wait_for_line(progress, "before_write try=1", timeout=240)
-        time.sleep(5)
-        assert kill_spark_driver(f"{target} try 1")
-        try1 = first.wait()
-        wait_for_drivers_to_exit(target)
-        left1 = _leftovers(reader, database, target)
-        published_before = reader.exists(target)
-
-        second = trial(2, {"progress_file": str(progress), "after_publish": {"sleep": 60, "only_try": 2}})
-        wait_for_line(progress, "after_publish try=2", timeout=240)
-        second.signal_group(signal.SIGKILL)
-        try2 = second.wait()
-        wait_for_drivers_to_exit(target)
-        snapshots = reader.value(f"SELECT count(*) FROM {target}.snapshots")
-        try3 = trial(3, {}).wait()
-    new_snapshots = reader.value(f"SELECT count(*) FROM {target}.snapshots") - snapshots
-    left = _leftovers(reader, database, target)
-    old = "missing" if mode == "create" else "5:0"
-    problem = check_observations(poller.seen, {old, "200:2"}, "200:2")
-    _record(f"kill-{mode}", "SIGKILL the Spark driver mid-write (try 1); SIGKILL the task process right after "
-            "its publish (try 2); try 3 without a fault", mode,
-            f"try 1: {try1}, left {left1 or 'nothing'}; try 2: {try2}; try 3: {try3}, {new_snapshots} new "
-            "snapshots", left, poller.seen, problem, started)  # fmt: skip
-
-    assert try1 != "success" and left1 == [] and published_before is (mode == "replace")
+    result = kill_mid_write_then_after_publish(_probe(reader, database, target), target, mode, on_spark41, tmp_path)
+    assert result["try1"] != "success" and result["left1"] == []
+    assert result["published_before"] is (mode == "replace")
     assert "already published by try 2" in (tmp_path / "try3.log").read_text(errors="replace")
-    assert try3 == "success" and new_snapshots == 0, "the retry wrote nothing"
+    assert result["try3"] == "success" and result["new_versions"] == 0, "the retry wrote nothing"
     assert reader.rows(f"SELECT DISTINCT written_by_try FROM {target}") == [[2]]
     assert reader.value(f"SELECT count(*) FROM {target}") == 200
-    assert left == []
-    assert problem is None, summarize(poller.seen)
-
-
-def _record(
-    cell: str, fault: str, mode: str, tries: str, left: list[str], seen: list[Any], problem: str | None, started: float
-) -> None:
-    record_cell(
-        f"iceberg-{cell}",
-        {
-            "table": "iceberg",
-            "order": cell,
-            "fault": fault,
-            "mode": mode,
-            "tries": tries,
-            "left": left,
-            "seen": summarize(seen),
-            "ok": problem is None and not left,
-            "problem": problem,
-            "seconds": round(time.monotonic() - started),
-        },
-    )
+    assert result["left"] == []
+    assert result["problem"] is None, summarize(result["seen"])
 
 
 def test_two_creators_race_and_exactly_one_publishes(stack, reader, on_spark41, database, tmp_path):
     """Two task instances create the same Iceberg table; both reach their publish at once."""
     target = f"{CATALOG}.{database}.raced"
-    release, progress = tmp_path / "release", tmp_path / "progress"
-    trials = {}
-    try:
-        # Started one after the other (two task processes registering DAGs at once collide in
-        # Airflow's database); both wait at their publish for the same release.
-        for n in (1, 2):
-            dag_id = f"ice_race_{n}"
-            make_dag(dag_id, target_table=target, sql=f"SELECT id, {n} AS writer FROM range({n * 100})",
-                     table_format="iceberg", conf=on_spark41)  # fmt: skip
-            faults = {"progress_file": str(progress), "before_publish": {"wait_for": str(release)}}
-            log = tmp_path / f"writer{n}.log"
-            trials[n] = Trial(DAGS_FOLDER / f"{dag_id}.py", dag_id, "race", log, faults).start()
-            deadline = time.monotonic() + 240
-            while not progress.exists() or progress.read_text().splitlines().count("before_publish try=1") < n:
-                assert time.monotonic() < deadline, f"writer {n} must reach its publish"
-                time.sleep(0.2)
-    finally:
-        release.touch()
-    states = {n: trial.wait() for n, trial in trials.items()}
-    assert sorted(states.values()) == ["failed", "success"], states
-    winner = next(n for n, state in states.items() if state == "success")
-    loser = 3 - winner
+    probe = _probe(reader, database, target)
+    winner, error = one_winner(probe, race_two_creators(probe, target, on_spark41, tmp_path))
     assert reader.rows(f"SELECT DISTINCT writer FROM {target}") == [[winner]]
     assert reader.value(f"SELECT count(*) FROM {target}") == winner * 100
-    error = xcom_value(f"ice_race_{loser}", "race", "ctas_transaction")["details"]["error"]
     assert error["code"] == "TARGET_EXISTS" and "created by another writer" in error["message"]
     assert _leftovers(reader, database, target) == []

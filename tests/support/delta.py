@@ -34,10 +34,6 @@ class DeltaReader(TableReader):
     def __init__(self, log: Path) -> None:
         super().__init__(delta_conf(), log)
 
-    def exists(self, table: str) -> bool:
-        database, name = table.split(".")[-2:]
-        return any(row[1] == name for row in self.rows(f"SHOW TABLES IN {database}"))
-
     def staging_tables(self, database: str) -> list[str]:
         return [row[1] for row in self.rows(f"SHOW TABLES IN {database}") if row[1].startswith("__ctas_")]
 

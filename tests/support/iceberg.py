@@ -42,10 +42,6 @@ class IcebergReader(TableReader):
         # Without Spark's table cache: each read sees what the metastore says now.
         super().__init__({**iceberg_conf(metastore), f"spark.sql.catalog.{CATALOG}.cache-enabled": "false"}, log)
 
-    def exists(self, table: str) -> bool:
-        database, name = table.split(".")[-2:]
-        return any(row[1] == name for row in self.rows(f"SHOW TABLES IN {CATALOG}.{database}"))
-
     def branches(self, table: str) -> list[str]:
         return sorted(row[0] for row in self.rows(f"SELECT name FROM {table}.refs WHERE type = 'BRANCH'"))
 

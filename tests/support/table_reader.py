@@ -107,6 +107,10 @@ class TableReader:
     def value(self, sql: str) -> Any:
         return self.rows(sql)[0][0]
 
+    def exists(self, table: str) -> bool:
+        namespace, name = table.rsplit(".", 1)
+        return any(row[1] == name for row in self.rows(f"SHOW TABLES IN {namespace}"))
+
     def properties(self, table: str) -> dict[str, str]:
         return {row[0]: row[1] for row in self.rows(f"SHOW TBLPROPERTIES {table}")}
 
@@ -124,7 +128,7 @@ class TablePoller:
     runs: a reader must only ever see no table / the old version, or the complete new one, and
     which try wrote what it sees."""
 
-    def __init__(self, reader: TableReader, table: str, interval: float = 0.4) -> None:
+    def __init__(self, reader: TableReader, table: str, interval: float = 1.0) -> None:
         self.reader, self.table, self.interval = reader, table, interval
         self.seen: list[Any] = []
         self._stop = threading.Event()

@@ -1,13 +1,15 @@
 """The Delta strategy's phases, inside the Spark driver.
 
 begin    checks the catalog, decides what the target allows and cleans up earlier tries' staging
-         tables; for a replaced target it raises the transaction's fence in the Delta log: an empty
-         commit that records this try's fence version for the transaction's Delta application;
+         tables; for an existing target, from the second try on, records the previous try's
+         version for the transaction's Delta application in an empty commit (fencing every earlier
+         try); Delta skipping that commit means the previous try's write had landed;
 prepare  a new target: writes the staging table (one Delta commit under the reserved name, with the
-         ownership markers); a replaced one: nothing yet (a Delta write and its commit are one step);
-commit   a new target: renames staging to it (one metastore call, fails if the target appeared);
-         a replaced one: one ``CREATE OR REPLACE`` commit of data, schema and properties, carrying
-         this try's write version, which Delta skips or fails if a newer try has raised the fence;
+         ownership markers); an existing one: nothing yet (a Delta write and its commit are one step);
+commit   a new target: renames staging to it (one metastore call, fails if the target appeared; in
+         ``overwrite_partitions`` a target that appeared meanwhile has its partitions overwritten);
+         an existing one: one Delta commit (``CREATE OR REPLACE``, or a dynamic partition overwrite)
+         carrying this try's version, which Delta skips or refuses once a newer try has begun;
 abort    drops this and earlier tries' staging tables (their markers checked first).
 """
 
@@ -21,12 +23,13 @@ from typing import TYPE_CHECKING, Any
 from airflow_provider_ctas import __version__
 from airflow_provider_ctas.catalogs.analysis import analyse_query, describe_schema
 from airflow_provider_ctas.catalogs.delta.strategy import DELTA_CATALOG_CLASS
-from airflow_provider_ctas.catalogs.delta.table import FORMAT, DeltaTable, fence_version, write_version
+from airflow_provider_ctas.catalogs.delta.table import FORMAT, DeltaTable, write_version
 from airflow_provider_ctas.catalogs.existing_target import after_lost_race, nothing_to_do
-from airflow_provider_ctas.catalogs.progress import Progress
+from airflow_provider_ctas.catalogs.phase_executor import PhaseExecutor
 from airflow_provider_ctas.catalogs.query import as_subquery
 from airflow_provider_ctas.catalogs.session_catalog.catalog import CatalogClient, TableInfo, now_iso
-from airflow_provider_ctas.core import faults, markers
+from airflow_provider_ctas.catalogs.table_modes import Mode
+from airflow_provider_ctas.core import markers
 from airflow_provider_ctas.core.errors import (
     DatabaseNotFoundError,
     FencedError,
@@ -35,7 +38,7 @@ from airflow_provider_ctas.core.errors import (
     UnsupportedTargetError,
 )
 from airflow_provider_ctas.core.transaction import Outcome
-from airflow_provider_ctas.spark.engine import engine_for, is_connect
+from airflow_provider_ctas.spark.engine import is_connect
 from airflow_provider_ctas.spark.errors import error_condition, first_line
 from airflow_provider_ctas.spark.protocol import PhaseReport, PhaseRequest, Reached
 
@@ -46,6 +49,8 @@ if TYPE_CHECKING:
 
 EXTENSION_CLASS = "io.delta.sql.DeltaSparkSessionExtension"
 USER_METADATA = "spark.databricks.delta.commitInfo.userMetadata"
+FENCE_OF = "airflow_ctas.fence_of"
+"""In a fence commit's ``userMetadata``: the try whose version it records."""
 FENCED_BY_DELTA = "ConcurrentTransactionException"
 """Delta's error when another commit recorded a version for the application this write read."""
 
@@ -86,51 +91,12 @@ def check_delta_catalog(spark: SparkSession) -> None:
         raise InvalidInputError(problem)
 
 
-class DeltaExecutor:
+class DeltaExecutor(PhaseExecutor[DeltaTable]):
     def __init__(self, spark: SparkSession, table: DeltaTable, request: PhaseRequest, log: Reporter) -> None:
-        self.spark, self.table, self.request, self.log = spark, table, request, log
-        self.engine = engine_for(spark)
-        self.progress = Progress()
-        self.details: dict[str, Any] = {}
+        super().__init__(spark, table, request, log)
         self.catalog = CatalogClient(spark)
         self.replacing = False
         """True when the target exists and this try replaces it in place; else it stages a new table."""
-        self.began = False
-
-    # -- the executor protocol ---------------------------------------------------------------
-
-    @property
-    def published(self) -> bool:
-        return self.progress.published
-
-    @property
-    def reached(self) -> str:
-        return self.progress.reached.value
-
-    @property
-    def outcome(self) -> str | None:
-        return self.progress.outcome.value if self.progress.outcome else None
-
-    @property
-    def nothing_to_do(self) -> bool:
-        return self.began and self.progress.outcome is not None and not self.progress.published
-
-    def spark_jobs(self) -> int | None:
-        return self.engine.job_count()
-
-    def run(self, phase: str, report: PhaseReport) -> None:
-        if phase == "begin":
-            self.begin(report)
-        elif phase == "prepare":
-            self.prepare(report)
-        elif phase == "commit":
-            self.commit(report)
-        elif phase == "abort":
-            self.abort(report)
-        elif phase == "audit":
-            raise InvalidInputError("checks are not supported for Delta tables yet; remove checks=")
-        else:
-            raise InvalidInputError(f"unknown phase {phase!r}")
 
     def clean_up_this_try(self) -> list[str]:
         return self._drop_staging(up_to=self.table.try_number)
@@ -138,8 +104,6 @@ class DeltaExecutor:
     # -- phases ------------------------------------------------------------------------------
 
     def begin(self, report: PhaseReport) -> None:
-        if self.request.checks:
-            raise InvalidInputError("checks are not supported for Delta tables yet; remove checks=")
         check_delta_catalog(self.spark)
         target = self.table.target
         self.details["metastore_uris"] = self.engine.metastore_uris()
@@ -164,72 +128,110 @@ class DeltaExecutor:
             self.details["publish_mechanism"] = "rename"
             report.touched.append(f"nothing yet: {self.table.staging_table()} is written in prepare")
         else:
-            report.touched.append(self._raise_fence(existing))
+            self._check_in_place(existing)
+            report.touched.append(self._fence_earlier_tries())
+            if self.progress.outcome is not None:
+                return
         self.progress.reached = Reached.BEGUN
 
-    def _raise_fence(self, existing: TableInfo) -> str:
-        target, try_number = self.table.target, self.table.try_number
+    def _check_in_place(self, existing: TableInfo) -> None:
+        """What an existing target must be for this try to write it in place."""
+        target = self.table.target
         if existing.provider.lower() != FORMAT:
             raise UnsupportedTargetError(
                 f"{target} is a {existing.provider or 'non-Delta'} table, not a Delta table; Delta's catalog would "
                 "drop it and then create the new one (not atomic); drop it first or keep its table format"
             )
-        # An empty append that records the fence; readers see the same data at the new version.
-        empty = self.spark.table(target.quoted).limit(0)
-        self._fenced(lambda: self._with_app(empty.writeTo(target.quoted), fence_version(try_number)).append())
+        if self.table.mode is Mode.OVERWRITE_PARTITIONS:
+            current = [c.lower() for c in existing.partition_columns]
+            if current != list(self.table.partition_by):
+                raise UnsupportedTargetError(
+                    f"partition_by {list(self.table.partition_by)} differs from {target}'s partitioning {current}; "
+                    "overwrite_partitions keeps the table's partitioning"
+                )
         self.replacing = True
         self.details["publish_mechanism"] = "delta_commit"
+
+    def _fence_earlier_tries(self) -> str:
+        """From the second try on (and unless the previous try is recorded as successful, a re-run),
+        an empty commit that records the previous try's version for the transaction's application:
+        no earlier try can commit after it. Delta skips it if that version is recorded already, which
+        only the previous try's own write does: it landed, so this try has nothing to do."""
+        target, previous = self.table.target, self.table.try_number - 1
+        if previous == 0 or self.table.last_committed_try == previous:
+            return "no earlier try to fence"
+        empty = self.spark.table(target.quoted).limit(0)
+        with self._user_metadata(fence=previous):
+            self._fenced(lambda: self._with_app(empty.writeTo(target.quoted), write_version(previous)).append())
+        if self._our_commit(target.quoted, fence=previous) is None:
+            self.log.info(f"{target} was already published by try {previous} of this task instance")
+            self.details["published_by_try"] = previous
+            self.progress.outcome = Outcome.ALREADY_PUBLISHED
+            return f"nothing: Delta skipped the fence, try {previous}'s write is recorded"
         return (
-            f"{target} (fence raised to try {try_number}: Delta application {self.table.app_id} at version "
-            f"{fence_version(try_number)}, no data change)"
+            f"{target} (tries up to {previous} fenced: Delta application {self.table.app_id} at version "
+            f"{write_version(previous)}, an empty commit)"
         )
 
     def prepare(self, report: PhaseReport) -> None:
         if self.replacing:
             report.note = "a Delta write commits as it ends: the replace is written at commit, once the task decides"
             self.progress.reached = Reached.PREPARED
-            self._fault("after_prepare")
+            self.fault("after_prepare")
             return
         staging = self.table.staging_table()
-        self._fault("before_write")
+        self.fault("before_write")
         with self.engine.progress(f"prepare {self.table.target}", self.log), self._user_metadata():
             self._writer(staging.quoted, created_at=now_iso()).create()
-        report.touched.append(f"{staging} (written: {self._record_commit(staging.quoted)} rows)")
+        commit = self._our_commit(staging.quoted)
+        if commit is None:
+            raise PublishError(f"try {self.table.try_number}'s commit is not in {staging}'s history")
+        report.touched.append(f"{staging} (written: {self._record_commit(commit)} rows)")
         self.progress.reached = Reached.PREPARED
-        self._fault("after_prepare")
+        self.fault("after_prepare")
 
     def commit(self, report: PhaseReport) -> None:
-        self._fault("before_publish")
+        self.fault("before_publish")
         if self.replacing:
-            self._publish_replace(report)
+            self._publish_in_place(report)
         else:
             self._publish_by_rename(report)
         if self.progress.published:
             self.progress.reached = Reached.COMMITTED
-            self._fault("after_publish")
+            self.fault("after_publish")
 
-    def _publish_replace(self, report: PhaseReport) -> None:
+    def _publish_in_place(self, report: PhaseReport) -> None:
         target = self.table.target
-        self._fault("before_write")
+        self.fault("before_write")
         published_at = now_iso()
         with self.engine.progress(f"commit {target}", self.log), self._user_metadata():
-            self._fenced(lambda: self._writer(target.quoted, created_at=published_at).createOrReplace())
-        props = self.catalog.properties(target) or {}
-        if not (markers.owned_by(props, self.table.txn_id) and markers.marker_try(props) == self.table.try_number):
+            if self.table.mode is Mode.OVERWRITE_PARTITIONS:
+                frame = self.spark.sql(as_subquery(self.request.sql or ""))
+                writer = self._with_app(frame.writeTo(target.quoted), write_version(self.table.try_number))
+                self._fenced(writer.overwritePartitions)
+            else:
+                self._fenced(lambda: self._writer(target.quoted, created_at=published_at).createOrReplace())
+        commit = self._our_commit(target.quoted)
+        if commit is None:
             # Delta skips, without an error, a write whose version is not above the one recorded.
             raise FencedError(
                 f"a newer try of this task instance raised the fence on {target}; Delta skipped try "
                 f"{self.table.try_number}'s write"
             )
         self.progress.publish()
-        rows = self._record_commit(target.quoted)
+        rows = self._record_commit(commit)
         self.details["publish"] = {"mechanism": "delta_commit", "version": self.details["delta_version"]}
-        report.touched.append(f"{target} (replaced: Delta version {self.details['delta_version']}, {rows} rows)")
+        what = "partitions overwritten" if self.table.mode is Mode.OVERWRITE_PARTITIONS else "replaced"
+        report.touched.append(f"{target} ({what}: Delta version {self.details['delta_version']}, {rows} rows)")
 
     def _publish_by_rename(self, report: PhaseReport) -> None:
         staging, target = self.table.staging_table(), self.table.target
         props = self.catalog.properties(staging)
-        if props is None or markers.marker_try(props) != self.table.try_number:
+        if (
+            props is None
+            or not markers.owned_by(props, self.table.txn_id)
+            or (markers.marker_try(props) != self.table.try_number)
+        ):
             raise FencedError(
                 f"staging table {staging} of try {self.table.try_number} is gone: a newer try of this task "
                 "instance has taken over, so this try must not publish"
@@ -244,6 +246,14 @@ class DeltaExecutor:
                 raise PublishError(f"could not rename {staging} to {target}: {first_line(exc)}") from exc
             self._drop_staging(up_to=self.table.try_number, first=self.table.try_number)
             report.touched.append(f"{staging} (dropped: {target} appeared)")
+            if self.table.mode is Mode.OVERWRITE_PARTITIONS and not markers.owned_by(
+                current.properties, self.table.txn_id
+            ):
+                # Another task instance created the table first (a backfill's first dates): no earlier
+                # try of this one wrote into it, so there is nothing to fence.
+                self._check_in_place(current)
+                self._publish_in_place(report)
+                return
             after_lost_race(self.table, current.properties, self.progress, self.details)
             return
         self.progress.publish()
@@ -278,9 +288,12 @@ class DeltaExecutor:
         return writer.option("txnAppId", self.table.app_id).option("txnVersion", str(version))
 
     @contextmanager
-    def _user_metadata(self) -> Iterator[None]:
-        """The provenance in the commit's ``userMetadata`` (``DESCRIBE HISTORY``)."""
+    def _user_metadata(self, fence: int | None = None) -> Iterator[None]:
+        """The provenance in the commit's ``userMetadata`` (``DESCRIBE HISTORY``); a fence's commit
+        also names the try it fences."""
         provenance = self.table.marker_properties(created_at=now_iso(), provider_version=__version__)
+        if fence is not None:
+            provenance[FENCE_OF] = str(fence)
         self.spark.conf.set(USER_METADATA, json.dumps(provenance, sort_keys=True))
         try:
             yield
@@ -302,23 +315,24 @@ class DeltaExecutor:
                 ) from exc
             raise
 
-    def _our_commit(self, name: str) -> Mapping[str, Any]:
-        """This try's commit in ``name``'s history (found by its provenance, not by position: a newer
-        try's fence may have committed after it)."""
+    def _our_commit(self, name: str, fence: int | None = None) -> Mapping[str, Any] | None:
+        """This try's commit (its write, or its fence of ``fence``) in ``name``'s recent history,
+        found by its provenance, not by position: another commit may have followed it."""
         for row in self.spark.sql(f"DESCRIBE HISTORY {name} LIMIT 20").collect():
             try:
                 provenance = json.loads(row["userMetadata"] or "{}")
             except ValueError:
                 continue
-            if provenance.get(markers.TXN_ID) == self.table.txn_id and provenance.get(markers.TRY_NUMBER) == str(
-                self.table.try_number
+            if (
+                provenance.get(markers.TXN_ID) == self.table.txn_id
+                and provenance.get(markers.TRY_NUMBER) == str(self.table.try_number)
+                and provenance.get(FENCE_OF) == (None if fence is None else str(fence))
             ):
                 return dict(row.asDict())
-        raise PublishError(f"try {self.table.try_number}'s commit is not in {name}'s recent history")
+        return None
 
-    def _record_commit(self, name: str) -> int:
+    def _record_commit(self, commit: Mapping[str, Any]) -> int:
         """The row count of this try's commit; its Delta version goes into the details."""
-        commit = self._our_commit(name)
         self.details["delta_version"] = int(commit["version"])
         self.details["row_count"] = int((commit.get("operationMetrics") or {}).get("numOutputRows", 0))
         return int(self.details["row_count"])
@@ -345,6 +359,3 @@ class DeltaExecutor:
             else:
                 self.log.warning(f"{staging} does not carry this transaction's markers; left alone")
         return touched
-
-    def _fault(self, point: str) -> None:
-        faults.inject(self.request.faults, point, self.table.try_number, self.log.info)

@@ -24,10 +24,10 @@ from airflow_provider_ctas.catalogs.existing_target import after_lost_race, noth
 from airflow_provider_ctas.catalogs.iceberg import metadata as md
 from airflow_provider_ctas.catalogs.iceberg.metadata import IcebergCatalog
 from airflow_provider_ctas.catalogs.iceberg.table import IcebergTable, branch_try, fence_key
-from airflow_provider_ctas.catalogs.progress import Progress
+from airflow_provider_ctas.catalogs.phase_executor import PhaseExecutor
 from airflow_provider_ctas.catalogs.query import as_subquery
 from airflow_provider_ctas.catalogs.session_catalog.catalog import now_iso
-from airflow_provider_ctas.core import faults, markers
+from airflow_provider_ctas.core import markers
 from airflow_provider_ctas.core.errors import (
     DatabaseNotFoundError,
     FencedError,
@@ -39,7 +39,6 @@ from airflow_provider_ctas.core.errors import (
 from airflow_provider_ctas.core.identifiers import quote, sql_string_literal
 from airflow_provider_ctas.core.transaction import Outcome
 from airflow_provider_ctas.spark.ddl import columns_ddl
-from airflow_provider_ctas.spark.engine import engine_for
 from airflow_provider_ctas.spark.errors import first_line
 from airflow_provider_ctas.spark.protocol import PhaseReport, PhaseRequest, Reached
 
@@ -52,51 +51,12 @@ if TYPE_CHECKING:
 SNAPSHOT_PROPERTY = "snapshot-property."
 
 
-class IcebergExecutor:
+class IcebergExecutor(PhaseExecutor[IcebergTable]):
     def __init__(self, spark: SparkSession, table: IcebergTable, request: PhaseRequest, log: Reporter) -> None:
-        self.spark, self.table, self.request, self.log = spark, table, request, log
-        self.engine = engine_for(spark)
-        self.progress = Progress()
-        self.details: dict[str, Any] = {}
+        super().__init__(spark, table, request, log)
         self.catalog: IcebergCatalog | None = None
         self.base_snapshot: int | None = None
         """``main`` when this try's branch was made from it; None when staging is a new table."""
-        self.began = False
-
-    # -- the executor protocol ---------------------------------------------------------------
-
-    @property
-    def published(self) -> bool:
-        return self.progress.published
-
-    @property
-    def reached(self) -> str:
-        return self.progress.reached.value
-
-    @property
-    def outcome(self) -> str | None:
-        return self.progress.outcome.value if self.progress.outcome else None
-
-    @property
-    def nothing_to_do(self) -> bool:
-        return self.began and self.progress.outcome is not None and not self.progress.published
-
-    def spark_jobs(self) -> int | None:
-        return self.engine.job_count()
-
-    def run(self, phase: str, report: PhaseReport) -> None:
-        if phase == "begin":
-            self.begin(report)
-        elif phase == "prepare":
-            self.prepare(report)
-        elif phase == "commit":
-            self.commit(report)
-        elif phase == "abort":
-            self.abort(report)
-        elif phase == "audit":
-            raise InvalidInputError("checks are not supported for Iceberg tables yet; remove checks=")
-        else:
-            raise InvalidInputError(f"unknown phase {phase!r}")
 
     def clean_up_this_try(self) -> list[str]:
         return self._clean_tries(up_to=self.table.try_number)
@@ -109,8 +69,6 @@ class IcebergExecutor:
         return self.catalog
 
     def begin(self, report: PhaseReport) -> None:
-        if self.request.checks:
-            raise InvalidInputError("checks are not supported for Iceberg tables yet; remove checks=")
         catalog, target = self._catalog(), self.table.target
         self.details["metastore_uris"] = catalog.uri
         self.details["spark_application"] = self.engine.application()
@@ -204,7 +162,7 @@ class IcebergExecutor:
             else f"{target.quoted}.{quote('branch_' + self.table.branch)}"
         )
         writer = frame.writeTo(into).options(**{SNAPSHOT_PROPERTY + k: v for k, v in provenance.items()})
-        self._fault("before_write")
+        self.fault("before_write")
         with self.engine.progress(f"prepare {target}", self.log):
             if self.base_snapshot is None:
                 writer.append()
@@ -215,7 +173,7 @@ class IcebergExecutor:
         self.details["snapshot_id"] = int(written["snapshot-id"])
         report.touched.append(f"{into} (snapshot {written['snapshot-id']}, {self.details['row_count']} rows written)")
         self.progress.reached = Reached.PREPARED
-        self._fault("after_prepare")
+        self.fault("after_prepare")
 
     def _written_snapshot(self) -> dict[str, str]:
         catalog = self._catalog()
@@ -229,14 +187,14 @@ class IcebergExecutor:
         return {**md.summary(meta, snapshot_id), "snapshot-id": str(snapshot_id)}
 
     def commit(self, report: PhaseReport) -> None:
-        self._fault("before_publish")
+        self.fault("before_publish")
         if self.base_snapshot is None:
             self._publish_by_rename(report)
         else:
             self._publish_branch(report)
         if self.progress.published:
             self.progress.reached = Reached.COMMITTED
-            self._fault("after_publish")
+            self.fault("after_publish")
 
     def _publish_by_rename(self, report: PhaseReport) -> None:
         catalog, staging, target = self._catalog(), self.table.staging_table(), self.table.target
@@ -365,9 +323,6 @@ class IcebergExecutor:
 
         catalog.commit(existing, drop)
         return [f"{self.table.target} (branch {name} dropped)" for name in dropped]
-
-    def _fault(self, point: str) -> None:
-        faults.inject(self.request.faults, point, self.table.try_number, self.log.info)
 
 
 def _require_same_shape(target: str, metadata: Any, schema: StructType, partition_by: tuple[str, ...]) -> None:

@@ -5,46 +5,14 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import TYPE_CHECKING, Any
 
-from airflow_provider_ctas.catalogs.iceberg.table import FORMAT, IcebergTable, validate_format, validate_mode
+from airflow_provider_ctas.catalogs.iceberg.table import FORMAT, IcebergTable
 from airflow_provider_ctas.catalogs.session_catalog.strategy import METASTORE_URIS, metastore_namespace
-from airflow_provider_ctas.catalogs.strategy import RequestSpec, Strategy
-from airflow_provider_ctas.core.errors import InvalidInputError
-from airflow_provider_ctas.core.identifiers import (
-    TableRef,
-    validate_columns,
-    validate_table_properties,
-    validate_target,
-)
-from airflow_provider_ctas.core.transaction import TwoPhaseTable
+from airflow_provider_ctas.catalogs.strategy import Strategy
 
 if TYPE_CHECKING:
     from airflow_provider_ctas.catalogs.strategy import DriverSide
 
 SPARK_CATALOG_CLASS = "org.apache.iceberg.spark.SparkCatalog"
-
-
-def _target(text: object) -> TableRef:
-    return validate_target(text, named_catalog=True)
-
-
-def _validate(spec: RequestSpec) -> TwoPhaseTable:
-    if spec.allow_swap:
-        raise InvalidInputError("allow_swap does not apply to Iceberg tables: a replace never swaps tables")
-    return IcebergTable(
-        key=spec.key,
-        conn_id=spec.conn_id,
-        target=_target(spec.target),
-        mode=validate_mode(spec.mode),
-        partition_by=validate_columns(spec.partition_by, "partition_by"),
-        table_properties=validate_table_properties(spec.table_properties),
-    )
-
-
-def _check_options(mode: str, table_format: str, superseded_retention: object) -> None:
-    # A replaced version stays readable as an Iceberg snapshot until the table's own snapshot
-    # expiry removes it; superseded_retention is for session-catalog tables.
-    validate_mode(mode)
-    validate_format(table_format)
 
 
 def _driver() -> DriverSide:
@@ -70,9 +38,9 @@ STRATEGY = Strategy(
     kind=IcebergTable.kind,
     formats=frozenset({FORMAT}),
     catalogs=frozenset({SPARK_CATALOG_CLASS}),
-    validate=_validate,
-    validate_target=_target,
-    check_options=_check_options,
+    validate=IcebergTable.from_request,
+    validate_target=IcebergTable.parse_target,
+    check_options=IcebergTable.check_options,
     driver=_driver,
     lineage_namespace=lineage_namespace,
 )

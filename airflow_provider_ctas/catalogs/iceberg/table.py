@@ -10,37 +10,17 @@ the very metadata it replaces (see ``metadata.py``).
 
 from __future__ import annotations
 
-from collections.abc import Mapping
-from dataclasses import dataclass, field
-from typing import Any
+from dataclasses import dataclass
 
-from airflow_provider_ctas.catalogs import table_modes
-from airflow_provider_ctas.catalogs.table_modes import Mode
+from airflow_provider_ctas.catalogs.table_modes import WholeTable
 from airflow_provider_ctas.core import markers
-from airflow_provider_ctas.core.errors import CorruptStateError, InvalidInputError
-from airflow_provider_ctas.core.identifiers import (
-    PROVIDER_PROPERTY_PREFIX,
-    TableRef,
-    validate_columns,
-    validate_table_properties,
-    validate_target,
-)
-from airflow_provider_ctas.core.transaction import TwoPhaseTable, _exact_fields, register_kind
+from airflow_provider_ctas.core.identifiers import PROVIDER_PROPERTY_PREFIX, TableRef, validate_target
+from airflow_provider_ctas.core.transaction import register_kind
 
 FORMAT = "iceberg"
 BRANCH_PREFIX = "ctas_"
 FENCE_PREFIX = PROVIDER_PROPERTY_PREFIX + "fence."
 """``airflow_ctas.fence.<txn_id>`` on a replaced target: the newest try of that transaction that began."""
-
-
-def validate_mode(mode: object) -> Mode:
-    return table_modes.validate_mode(mode, "Iceberg")
-
-
-def validate_format(table_format: object) -> str:
-    if not isinstance(table_format, str) or table_format.lower() != FORMAT:
-        raise InvalidInputError(f"table_format {table_format!r} is not served by the Iceberg strategy")
-    return FORMAT
 
 
 def branch_name(txn_id: str, try_number: int) -> str:
@@ -60,39 +40,16 @@ def fence_key(txn_id: str) -> str:
 
 @register_kind
 @dataclass(kw_only=True)
-class IcebergTable(TwoPhaseTable):
+class IcebergTable(WholeTable):
     kind = "iceberg"
-
-    mode: Mode
-    partition_by: tuple[str, ...] = ()
-    table_properties: dict[str, str] = field(default_factory=dict)
+    table_format = FORMAT
+    format_name = "Iceberg"
+    no_swap_because = "a replace never swaps tables"
 
     @classmethod
     def parse_target(cls, text: object) -> TableRef:
         return validate_target(text, named_catalog=True)
 
-    def staging_table(self, try_number: int | None = None) -> TableRef:
-        return self.target.with_table(markers.staging_name(self.txn_id, try_number or self.try_number))
-
     @property
     def branch(self) -> str:
         return branch_name(self.txn_id, self.try_number)
-
-    def spec_to_dict(self) -> dict[str, Any]:
-        return {
-            "mode": self.mode.value,
-            "partition_by": list(self.partition_by),
-            "table_properties": dict(self.table_properties),
-        }
-
-    @classmethod
-    def spec_from_dict(cls, data: Mapping[str, Any]) -> dict[str, Any]:
-        spec = _exact_fields(data, {"mode", "partition_by", "table_properties"}, "spec")
-        try:
-            return {
-                "mode": validate_mode(spec["mode"]),
-                "partition_by": validate_columns(spec["partition_by"], "partition_by"),
-                "table_properties": validate_table_properties(spec["table_properties"]),
-            }
-        except InvalidInputError as exc:
-            raise CorruptStateError(f"spec is invalid: {exc}") from exc

@@ -1,0 +1,142 @@
+"""The fault scenarios that the Iceberg and Delta tests run the same way through the real operator,
+each format saying how to read its leftovers and its history (``FormatProbe``)."""
+
+from __future__ import annotations
+
+import signal
+import time
+from collections.abc import Callable
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from tests.support.dags import DAGS_FOLDER, make_dag, xcom_value
+from tests.support.faults import Trial, check_observations, summarize, wait_for_drivers_to_exit
+from tests.support.processes import kill_spark_driver, wait_for_line
+from tests.support.reliability import record_cell
+from tests.support.table_reader import TablePoller, TableReader
+
+
+@dataclass
+class FormatProbe:
+    table_format: str
+    reader: TableReader
+    leftovers: Callable[[], list[str]]
+    """What tries of this format may leave: staging tables, branches, fences, directories."""
+    versions: Callable[[str], int]
+    """How many versions (snapshots, commits) the table has."""
+
+
+def record_format_cell(
+    probe: FormatProbe, cell: str, fault: str, mode: str, tries: str, left: list[str], seen: list[Any],
+    problem: str | None, started: float,
+) -> None:  # fmt: skip
+    record_cell(
+        f"{probe.table_format}-{cell}",
+        {
+            "table": probe.table_format,
+            "order": cell,
+            "fault": fault,
+            "mode": mode,
+            "tries": tries,
+            "left": left,
+            "seen": summarize(seen),
+            "ok": problem is None and not left,
+            "problem": problem,
+            "seconds": round(time.monotonic() - started),
+        },
+    )
+
+
+def kill_mid_write_then_after_publish(
+    probe: FormatProbe, target: str, mode: str, conf: dict[str, str], tmp_path: Path,
+    files_written: Callable[[], bool] = lambda: True,
+) -> dict[str, Any]:  # fmt: skip
+    """Try 1's driver is SIGKILLed mid-write (once ``files_written``); try 2's task process is
+    SIGKILLed right after its publish; try 3 runs without a fault. Records the cell; returns what
+    the test asserts on. The rows have columns ``id, written_by_try, pause`` and, for
+    ``overwrite_partitions``, ``part`` (always 'p', the partition overwritten)."""
+    dag_id = f"{probe.table_format}_kill_{mode}"
+    slow = "reflect('java.lang.Thread', 'sleep', CAST({{ 200 if ti.try_number == 1 else 0 }} AS BIGINT))"
+    written_by = "CAST({{ ti.try_number }} AS BIGINT) AS written_by_try"
+    dag: dict[str, Any] = {"partition_by": ["part"]} if mode == "overwrite_partitions" else {}
+    part = ", 'p' AS part" if dag else ""
+    sql = f"SELECT id, {written_by}, {slow} AS pause{part} FROM range(0, 200, 1, 2)"
+    make_dag(dag_id, retries=3, target_table=target, mode=mode, sql=sql, table_format=probe.table_format, conf=conf,
+             **dag)  # fmt: skip
+    progress = tmp_path / "progress"
+
+    def trial(n: int, faults: dict[str, Any]) -> Trial:
+        log = tmp_path / f"try{n}.log"
+        return Trial(DAGS_FOLDER / f"{dag_id}.py", dag_id, f"kill_{mode}", log, faults).start()
+
+    started = time.monotonic()
+    with TablePoller(probe.reader, target) as poller:
+        first = trial(1, {"progress_file": str(progress), "before_write": {"only_try": 1}})
+        wait_for_line(progress, "before_write try=1", timeout=240)
+        deadline = time.monotonic() + 120
+        while not files_written():
+            assert time.monotonic() < deadline, "try 1's write must start"
+            time.sleep(0.2)
+        time.sleep(5)
+        assert kill_spark_driver(f"{target} try 1")
+        try1 = first.wait()
+        wait_for_drivers_to_exit(target)
+        left1 = probe.leftovers()
+        published_before = probe.reader.exists(target)
+
+        second = trial(2, {"progress_file": str(progress), "after_publish": {"sleep": 60, "only_try": 2}})
+        wait_for_line(progress, "after_publish try=2", timeout=240)
+        second.signal_group(signal.SIGKILL)
+        try2 = second.wait()
+        wait_for_drivers_to_exit(target)
+        versions = probe.versions(target)
+        try3 = trial(3, {}).wait()
+    new_versions = probe.versions(target) - versions
+    left = probe.leftovers()
+    old = "missing" if mode == "create" else "5:0"  # an existing target has 5 rows written by no try
+    problem = check_observations(poller.seen, {old, "200:2"}, "200:2")
+    record_format_cell(
+        probe, f"kill-{mode}", "SIGKILL the Spark driver mid-write (try 1); SIGKILL the task process right after "
+        "its publish (try 2); try 3 without a fault", mode,
+        f"try 1: {try1}, left {left1 or 'nothing'}; try 2: {try2}; try 3: {try3}, {new_versions} new versions",
+        left, poller.seen, problem, started,
+    )  # fmt: skip
+    return {
+        "try1": try1, "try3": try3, "left1": left1, "left": left, "published_before": published_before,
+        "new_versions": new_versions, "problem": problem, "seen": poller.seen,
+    }  # fmt: skip
+
+
+def race_two_creators(
+    probe: FormatProbe, target: str, conf: dict[str, str], tmp_path: Path, name: str = "race", **dag: Any
+) -> dict[int, str]:
+    """Two task instances (writer 1: 100 rows, writer 2: 200, column ``writer``) create ``target``;
+    both wait at their publish for the same release. Returns each writer's task state."""
+    release, progress = tmp_path / "release", tmp_path / "progress"
+    trials = {}
+    try:
+        # Started one after the other (two task processes registering DAGs at once collide in
+        # Airflow's database).
+        for n in (1, 2):
+            dag_id = f"{probe.table_format}_{name}_{n}"
+            make_dag(dag_id, target_table=target, sql=f"SELECT id, {n} AS writer FROM range({n * 100})",
+                     table_format=probe.table_format, conf=conf, **dag)  # fmt: skip
+            faults = {"progress_file": str(progress), "before_publish": {"wait_for": str(release)}}
+            log = tmp_path / f"writer{n}.log"
+            trials[n] = Trial(DAGS_FOLDER / f"{dag_id}.py", dag_id, "race", log, faults).start()
+            deadline = time.monotonic() + 240
+            while not progress.exists() or progress.read_text().splitlines().count("before_publish try=1") < n:
+                assert time.monotonic() < deadline, f"writer {n} must reach its publish"
+                time.sleep(0.2)
+    finally:
+        release.touch()
+    return {n: trial.wait() for n, trial in trials.items()}
+
+
+def one_winner(probe: FormatProbe, states: dict[int, str]) -> tuple[int, dict[str, Any]]:
+    """The writer that published, and the error of the one that did not."""
+    assert sorted(states.values()) == ["failed", "success"], states
+    winner = next(n for n, state in states.items() if state == "success")
+    loser = xcom_value(f"{probe.table_format}_race_{3 - winner}", "race", "ctas_transaction")
+    return winner, loser["details"]["error"]
