@@ -8,7 +8,13 @@ supported.
 
 from __future__ import annotations
 
-from airflow_provider_ctas.core.errors import UnsupportedSparkError
+from typing import TYPE_CHECKING, Any
+
+from airflow_provider_ctas.core.errors import InvalidInputError, UnsupportedSparkError
+from airflow_provider_ctas.spark.errors import first_line
+
+if TYPE_CHECKING:
+    from pyspark.sql import SparkSession
 
 OLDEST_SPARK = (3, 5)
 NEXT_UNSUPPORTED_MAJOR = 5
@@ -32,3 +38,16 @@ def check_spark(spark_version: str) -> str | None:
     if f"{major}.{minor}" not in TESTED_SPARK:
         return f"Spark {spark_version} is untested with this release (tested: {', '.join(TESTED_SPARK)})"
     return None
+
+
+def require_runtime(spark: SparkSession, class_name: str, runtime: str, jars: str) -> None:
+    """Refuse, with the jars to add, a classic driver that lacks a table format's runtime: before any
+    catalog call, since a catalog whose class is missing fails only at its first use."""
+    session: Any = spark  # py4j handles are private attributes of a classic session
+    try:
+        session._jvm.java.lang.Thread.currentThread().getContextClassLoader().loadClass(class_name)
+    except Exception as exc:
+        raise InvalidInputError(
+            f"the {runtime} runtime is not on the driver's classpath ({first_line(exc)}): add {jars} "
+            f"matching Spark {spark.version} to spark.jars"
+        ) from exc

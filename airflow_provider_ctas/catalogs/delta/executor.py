@@ -41,6 +41,7 @@ from airflow_provider_ctas.core.transaction import Outcome
 from airflow_provider_ctas.spark.engine import is_connect
 from airflow_provider_ctas.spark.errors import error_condition, first_line
 from airflow_provider_ctas.spark.protocol import PhaseReport, PhaseRequest, Reached
+from airflow_provider_ctas.spark.runtime import require_runtime
 
 if TYPE_CHECKING:
     from pyspark.sql import DataFrame, SparkSession
@@ -78,14 +79,9 @@ def check_delta_catalog(spark: SparkSession) -> None:
         )
     catalog = spark.conf.get("spark.sql.catalog.spark_catalog", None)
     if catalog == DELTA_CATALOG_CLASS:
-        session: Any = spark  # py4j handles are private attributes of a classic session
-        try:
-            session._jvm.java.lang.Thread.currentThread().getContextClassLoader().loadClass(DELTA_CATALOG_CLASS)
-        except Exception as exc:
-            raise InvalidInputError(
-                f"the Delta runtime is not on the driver's classpath ({first_line(exc)}): add the jars "
-                f"delta-spark_<spark minor>_2.13 and delta-storage matching Spark {spark.version} to spark.jars"
-            ) from exc
+        require_runtime(
+            spark, DELTA_CATALOG_CLASS, "Delta", "the jars delta-spark_<spark minor>_2.13 and delta-storage"
+        )
     problem = delta_conf_problem(catalog, spark.conf.get("spark.sql.extensions", None))
     if problem is not None:
         raise InvalidInputError(problem)

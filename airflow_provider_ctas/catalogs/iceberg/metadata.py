@@ -21,6 +21,7 @@ from airflow_provider_ctas.core.errors import InvalidInputError, PublishError, U
 from airflow_provider_ctas.core.identifiers import TableRef
 from airflow_provider_ctas.spark.engine import is_connect
 from airflow_provider_ctas.spark.errors import first_line
+from airflow_provider_ctas.spark.runtime import require_runtime
 
 if TYPE_CHECKING:
     from pyspark.sql import SparkSession
@@ -65,13 +66,7 @@ class IcebergCatalog:
                 f"catalog {name!r} is not Hive-metastore-backed (type={options.get('type')!r}); the Iceberg "
                 f"strategy is tested with {prefix}.type=hive only"
             )
-        try:
-            self.jvm.java.lang.Thread.currentThread().getContextClassLoader().loadClass(SPARK_CATALOG_CLASS)
-        except Exception as exc:
-            raise InvalidInputError(
-                f"the Iceberg runtime is not on the driver's classpath ({first_line(exc)}): add the jar "
-                f"iceberg-spark-runtime-<spark minor>_2.13 matching Spark {spark.version} to spark.jars"
-            ) from exc
+        require_runtime(spark, SPARK_CATALOG_CLASS, "Iceberg", "the jar iceberg-spark-runtime-<spark minor>_2.13")
         hadoop_conf = session._jsc.hadoopConfiguration()
         self.uri = str(options.get("uri") or hadoop_conf.get("hive.metastore.uris") or "")
         self.catalog = self.jvm.org.apache.iceberg.CatalogUtil.buildIcebergCatalog(name, options, hadoop_conf)
