@@ -48,7 +48,7 @@ def reader(metastore, tmp_path_factory) -> Iterator[DeltaReader]:
 @pytest.fixture
 def on_spark41(monkeypatch) -> dict[str, str]:
     """A task's conf for Delta; its spark-submit and driver are Spark 4.1's."""
-    env, conf = on_release(SPARK_FOR_FORMATS)
+    env, conf = on_release(SPARK_FOR_FORMATS, archive=True)
     for key, value in env.items():
         monkeypatch.setenv(key, value)
     return {**conf, **delta_conf()}

@@ -47,7 +47,7 @@ def reader(metastore, tmp_path_factory) -> Iterator[IcebergReader]:
 @pytest.fixture
 def on_spark41(monkeypatch, metastore) -> dict[str, str]:
     """A task's conf for the Iceberg catalog; its spark-submit and driver are Spark 4.1's."""
-    env, conf = on_release(SPARK_FOR_ICEBERG)
+    env, conf = on_release(SPARK_FOR_ICEBERG, archive=True)
     for key, value in env.items():
         monkeypatch.setenv(key, value)
     return {**conf, **iceberg_conf(metastore)}

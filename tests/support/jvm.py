@@ -23,6 +23,7 @@ import subprocess
 import sys
 import tempfile
 from collections.abc import Mapping
+from dataclasses import dataclass
 from pathlib import Path
 
 REPO = Path(__file__).resolve().parents[2]
@@ -62,18 +63,36 @@ def _java_version() -> str:
     return done.stderr.strip()
 
 
-def _spark_jars() -> list[str]:
-    import pyspark
+@dataclass(frozen=True)
+class SparkInstall:
+    """A pyspark installation: its ``bin`` (spark-submit, python) and its jars. An archive is made
+    with, and only serves, one of them."""
 
-    return sorted(p.name for p in (Path(pyspark.__file__).parent / "jars").glob("*.jar"))
+    bin_dir: Path
+    jars_dir: Path
+
+    @classmethod
+    def main(cls) -> SparkInstall:
+        import pyspark
+
+        return cls(Path(sys.executable).parent, Path(pyspark.__file__).parent / "jars")
+
+    @classmethod
+    def of_venv(cls, venv: Path) -> SparkInstall:
+        """A venv with its own pyspark (tests/support/spark_versions.py)."""
+        (jars,) = venv.glob("lib/python*/site-packages/pyspark/jars")
+        return cls(venv / "bin", jars)
+
+    def jars(self) -> list[str]:
+        return sorted(p.name for p in self.jars_dir.glob("*.jar"))
 
 
-def archive_path(dist_classpath: str) -> Path:
-    key = "\n".join([_java_version(), *_spark_jars(), str(CONF_DIR), dist_classpath, *JVM_FLAGS])
+def archive_path(dist_classpath: str, spark: SparkInstall) -> Path:
+    key = "\n".join([_java_version(), *spark.jars(), str(CONF_DIR), dist_classpath, *JVM_FLAGS])
     return LOCAL / "cds" / f"spark-{hashlib.sha256(key.encode()).hexdigest()[:16]}.jsa"
 
 
-def _dump(target: Path, dist_classpath: str) -> bool:
+def _dump(target: Path, dist_classpath: str, spark: SparkInstall) -> bool:
     work = Path(tempfile.mkdtemp(prefix="ctas-cds-"))
     (work / "app.py").write_text(_DUMP_APP)
     partial = target.with_suffix(".partial")
@@ -86,15 +105,18 @@ def _dump(target: Path, dist_classpath: str) -> bool:
         f"-Dspark.hadoop.javax.jdo.option.ConnectionURL=jdbc:derby:;databaseName={work / 'metastore_db'};create=true",
         f"-Dderby.system.home={work}",
     ]
+    python = str(spark.bin_dir / "python")
     env = {
         **os.environ,
+        "PATH": f"{spark.bin_dir}{os.pathsep}{os.environ['PATH']}",
+        "PYSPARK_PYTHON": python,
+        "PYSPARK_DRIVER_PYTHON": python,
         "SPARK_CONF_DIR": str(CONF_DIR),
         "SPARK_DIST_CLASSPATH": dist_classpath,
         "SPARK_SUBMIT_OPTS": " ".join(options),
     }
-    spark_submit = Path(sys.executable).with_name("spark-submit")
     done = subprocess.run(
-        [str(spark_submit), "--master", "local[2]", str(work / "app.py")],
+        [str(spark.bin_dir / "spark-submit"), "--master", "local[2]", str(work / "app.py")],
         cwd=work,
         env=env,
         capture_output=True,
@@ -109,35 +131,48 @@ def _dump(target: Path, dist_classpath: str) -> bool:
     return True
 
 
-def ensure_archive(dist_classpath: str) -> Path | None:
+def ensure_archive(dist_classpath: str, spark: SparkInstall | None = None) -> Path | None:
     """The archive for this JDK, these jars and flags; made once (about 35 s), under a lock so
     that parallel test workers make it only once. None if it cannot be made (JVMs start as usual),
     or with ``CTAS_TEST_CDS=0`` (to compare). ``dist_classpath``: the ``SPARK_DIST_CLASSPATH`` every
-    test JVM gets (the Hadoop connectors a cluster's Hadoop would have, e.g. S3A)."""
+    test JVM gets (the Hadoop connectors a cluster's Hadoop would have, e.g. S3A); ``spark``: the
+    installation whose JVMs use it (the main environment's pyspark unless said)."""
+    spark = spark or SparkInstall.main()
     if os.environ.get("CTAS_TEST_CDS") == "0":
         return None
     CONF_DIR.mkdir(parents=True, exist_ok=True)
     if any(CONF_DIR.iterdir()):
         raise RuntimeError(f"{CONF_DIR} must stay empty: it is every test JVM's SPARK_CONF_DIR")
-    target = archive_path(dist_classpath)
+    target = archive_path(dist_classpath, spark)
     target.parent.mkdir(parents=True, exist_ok=True)
     with open(target.parent / ".lock", "w") as lock:
         fcntl.flock(lock, fcntl.LOCK_EX)
-        if target.exists() or _dump(target, dist_classpath):
+        if target.exists() or _dump(target, dist_classpath, spark):
             return target
     return None
 
 
+def _archive_options(archive: Path | None) -> list[str]:
+    if archive is None:
+        return []
+    return [f"-XX:SharedArchiveFile={archive}", "-Xshare:auto", "-Xlog:cds=off", "-Xlog:cds+dynamic=off"]
+
+
 def submit_opts(conf: Mapping[str, str], archive: Path | None) -> str:
     """SPARK_SUBMIT_OPTS carrying ``conf`` as system properties, plus the archive when there is one."""
-    options = list(JVM_FLAGS)
-    if archive is not None:
-        options += [f"-XX:SharedArchiveFile={archive}", "-Xshare:auto", "-Xlog:cds=off", "-Xlog:cds+dynamic=off"]
+    options = [*JVM_FLAGS, *_archive_options(archive)]
     for key, value in sorted(conf.items()):
         if any(c.isspace() for c in f"{key}{value}"):
             raise ValueError(f"test Spark setting {key}={value!r}: no whitespace in SPARK_SUBMIT_OPTS")
         options.append(f"-D{key}={value}")
     return " ".join(options)
+
+
+def with_archive(opts: str, archive: Path | None) -> str:
+    """``opts`` (made by :func:`submit_opts`) with another installation's archive instead of its own."""
+    archive_flags = ("-XX:SharedArchiveFile=", "-Xshare:", "-Xlog:cds")
+    kept = [option for option in opts.split() if not option.startswith(archive_flags)]
+    return " ".join([*kept, *_archive_options(archive)])
 
 
 def s3_dist_classpath() -> str:

@@ -11,6 +11,8 @@ import subprocess
 import sys
 from pathlib import Path
 
+from tests.support.jvm import SparkInstall, ensure_archive, with_archive
+
 CACHE = Path(os.environ.get("CTAS_PYSPARK_CACHE", Path.home() / ".cache" / "airflow-provider-ctas" / "pyspark"))
 
 
@@ -36,9 +38,17 @@ def pyspark_venv(version: str) -> Path:
     return venv
 
 
-def on_release(version: str) -> tuple[dict[str, str], dict[str, str]]:
-    """The environment and conf that make a task's spark-submit and driver that release's."""
+def on_release(version: str, *, archive: bool = False) -> tuple[dict[str, str], dict[str, str]]:
+    """The environment and conf that make a task's spark-submit and driver that release's.
+
+    ``archive``: its JVMs get a class-data-sharing archive of that release's classes
+    (tests/support/jvm.py); making one costs ~35 s once, worth it for a release many tests start.
+    Otherwise they start without one (the main archive serves the main pyspark only)."""
     venv = pyspark_venv(version)
     python = str(venv / "bin" / "python")
-    env = {"PATH": f"{venv / 'bin'}{os.pathsep}{os.environ['PATH']}"}
+    made = ensure_archive(os.environ.get("SPARK_DIST_CLASSPATH", ""), SparkInstall.of_venv(venv)) if archive else None
+    env = {
+        "PATH": f"{venv / 'bin'}{os.pathsep}{os.environ['PATH']}",
+        "SPARK_SUBMIT_OPTS": with_archive(os.environ.get("SPARK_SUBMIT_OPTS", ""), made),
+    }
     return env, {"spark.pyspark.python": python, "spark.pyspark.driver.python": python}

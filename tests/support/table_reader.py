@@ -8,6 +8,7 @@ the background, as concurrent writers of plain Spark SQL. The metastore comes fr
 from __future__ import annotations
 
 import json
+import os
 import subprocess
 import threading
 import time
@@ -15,7 +16,7 @@ from pathlib import Path
 from typing import Any
 
 from tests.support.faults import classify_read_error
-from tests.support.spark_versions import pyspark_venv
+from tests.support.spark_versions import on_release, pyspark_venv
 
 SPARK_FOR_FORMATS = "4.1.4"
 """The newest Spark that both the Iceberg 1.11 and the Delta 4.4 runtimes support."""
@@ -67,8 +68,10 @@ for line in sys.stdin:
 class TableReader:
     def __init__(self, conf: dict[str, str], log: Path) -> None:
         python = pyspark_venv(SPARK_FOR_FORMATS) / "bin" / "python"
+        env, _ = on_release(SPARK_FOR_FORMATS, archive=True)
         self.process = subprocess.Popen(
             [str(python), "-c", _READER, json.dumps(conf)],
+            env={**os.environ, **env},
             stdin=subprocess.PIPE,
             stdout=subprocess.PIPE,
             stderr=log.open("ab"),
