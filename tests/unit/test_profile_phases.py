@@ -1,0 +1,65 @@
+"""The profile's reading of py-spy's raw stacks: only the driver's main thread counts, each function once per sample."""
+
+from __future__ import annotations
+
+import importlib.util
+import sys
+from pathlib import Path
+
+_BENCHMARKS = Path(__file__).resolve().parents[2] / "benchmarks"
+sys.path.insert(0, str(_BENCHMARKS))  # profile_phases imports ctas_benchmark beside it
+_SPEC = importlib.util.spec_from_file_location("profile_phases", _BENCHMARKS / "profile_phases.py")
+assert _SPEC is not None and _SPEC.loader is not None
+profile = importlib.util.module_from_spec(_SPEC)
+_SPEC.loader.exec_module(profile)
+
+TASK = 'process 1:"python one_run.py atomic_create"'
+SUBMIT = 'process 2:"bash spark-class SparkSubmit --py-files x.zip airflow_ctas_app.py request.json"'
+DRIVER = 'process 3:"python airflow_provider_ctas/driver/airflow_ctas_app.py request.json"'
+ENTRY = "<module> (airflow_provider_ctas/driver/airflow_ctas_app.py:19)"
+
+
+def stack(*frames: str, samples: int) -> str:
+    return ";".join(frames) + f" {samples}"
+
+
+def test_driver_functions_are_counted_inclusively_and_other_processes_are_not(tmp_path):
+    raw = tmp_path / "run.raw"
+    raw.write_text(
+        "\n".join(
+            [
+                stack(TASK, "_submit (spark_submit.py:212)", samples=500),
+                stack(
+                    TASK,
+                    SUBMIT,
+                    DRIVER,
+                    ENTRY,
+                    "main (app.py:81)",
+                    "begin (begin.py:42)",
+                    "Catalog.databaseExists (catalog.py:636)",
+                    "GatewayClient.send_command (java_gateway.py:1038)",
+                    samples=100,
+                ),
+                stack(
+                    TASK,
+                    SUBMIT,
+                    DRIVER,
+                    ENTRY,
+                    "main (app.py:81)",
+                    "begin (begin.py:60)",
+                    "_create_staging (begin.py:190)",
+                    samples=50,
+                ),
+                stack(TASK, SUBMIT, DRIVER, "Thread.run (threading.py:982)", "serve (accumulators.py:1)", samples=900),
+            ]
+        )
+    )
+    seconds, functions = profile.driver_profile(raw)
+    assert seconds == 150 / profile.RATE
+    by_name = dict(functions)
+    assert by_name["main (app.py)"] == 150 / profile.RATE
+    assert by_name["begin (begin.py)"] == 150 / profile.RATE  # two lines of one function: counted once per sample
+    assert by_name["Catalog.databaseExists (catalog.py)"] == 100 / profile.RATE
+    assert by_name["_create_staging (begin.py)"] == 50 / profile.RATE
+    assert "GatewayClient.send_command (java_gateway.py)" not in by_name  # py4j plumbing
+    assert "_submit (spark_submit.py)" not in by_name and "serve (accumulators.py)" not in by_name
