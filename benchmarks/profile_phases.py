@@ -20,7 +20,6 @@ import re
 import shutil
 import subprocess
 import sys
-import time
 from pathlib import Path
 from typing import Any
 
@@ -83,14 +82,12 @@ def profile_one(root: Path, env: dict[str, str], approach: str, rows: int) -> di
     command = [py_spy, "record", "--subprocesses", "--idle", "--rate", str(RATE), "--format", "raw",
                "--output", str(raw), "--", sys.executable, str(HERE / "one_run.py"), approach, target, str(sql),
                str(result)]  # fmt: skip
-    started = time.monotonic()
     subprocess.run(command, env=env, check=True, capture_output=True)
     measured = json.loads(result.read_text())
     seconds, functions = driver_profile(raw)
     return {
         "approach": approach,
         "rows": rows,
-        "wall_seconds": round(time.monotonic() - started, 1),
         "phases": measured.get("phases", {}),
         "driver_seconds": seconds,
         "functions": functions,

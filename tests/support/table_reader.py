@@ -16,7 +16,7 @@ from pathlib import Path
 from typing import Any
 
 from tests.support.faults import classify_read_error
-from tests.support.spark_versions import on_release, pyspark_venv
+from tests.support.spark_versions import on_release
 
 SPARK_FOR_FORMATS = "4.1.4"
 """The newest Spark that both the Iceberg 1.11 and the Delta 4.4 runtimes support."""
@@ -67,10 +67,9 @@ for line in sys.stdin:
 
 class TableReader:
     def __init__(self, conf: dict[str, str], log: Path) -> None:
-        python = pyspark_venv(SPARK_FOR_FORMATS) / "bin" / "python"
-        env, _ = on_release(SPARK_FOR_FORMATS, archive=True)
+        env, release_conf = on_release(SPARK_FOR_FORMATS, archive=True)
         self.process = subprocess.Popen(
-            [str(python), "-c", _READER, json.dumps(conf)],
+            [release_conf["spark.pyspark.python"], "-c", _READER, json.dumps(conf)],
             env={**os.environ, **env},
             stdin=subprocess.PIPE,
             stdout=subprocess.PIPE,
