@@ -9,11 +9,20 @@ from __future__ import annotations
 import contextlib
 import threading
 import time
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterator, Mapping
 from typing import TYPE_CHECKING, Any, Protocol
 from urllib.parse import unquote
 
 from airflow_provider_ctas.core.identifiers import TableRef, quote, sql_string_literal
+from airflow_provider_ctas.spark.catalog_entry import (
+    CatalogEntry,
+    described,
+    entry_of,
+    properties_by_sql,
+    properties_of,
+    raw_metadata,
+    serves_fully,
+)
 from airflow_provider_ctas.spark.filesystem import ConnectFileSystem, FileSystem, HadoopFileSystem
 
 if TYPE_CHECKING:
@@ -95,6 +104,21 @@ class ClassicEngine:
         end up in the Hadoop configuration; empty for the embedded metastore."""
         return str(self.spark.sparkContext._jsc.hadoopConfiguration().get("hive.metastore.uris") or "")
 
+    def table_entry(self, ref: TableRef) -> CatalogEntry | None:
+        """One session-catalog call for Spark's own sources; the SQL commands for the others."""
+        metadata = raw_metadata(self.spark, ref)
+        if metadata is None:
+            return None
+        return entry_of(self.spark, metadata) if serves_fully(metadata) else described(self.spark, ref)
+
+    def table_properties(self, ref: TableRef) -> dict[str, str] | None:
+        metadata = raw_metadata(self.spark, ref)
+        if metadata is None:
+            return None
+        if serves_fully(metadata):
+            return properties_of(self.spark, metadata)
+        return properties_by_sql(self.spark, ref)
+
     def partitions(self, ref: TableRef, columns: list[str]) -> dict[tuple[str, ...], str]:
         """One metastore call; Spark SQL has no statement that lists partition locations."""
         jvm: Any = self.spark._jvm
@@ -106,6 +130,43 @@ class ClassicEngine:
             partition = iterator.next()
             found[_values(partition, columns)] = str(partition.location().toString())
         return found
+
+    def set_properties(self, ref: TableRef, properties: Mapping[str, str]) -> None:
+        """``ALTER TABLE t SET TBLPROPERTIES`` as one catalog call, without a statement's first-use
+        cost in a fresh driver; a provider with its own catalog (Delta) keeps the statement."""
+        before = raw_metadata(self.spark, ref)
+        if before is None or not serves_fully(before):
+            _set_properties_by_sql(self.spark, ref, properties)
+            return
+        self.spark._jsparkSession.sessionState().catalog().alterTable(self._changed(before, properties))
+
+    def drop(self, ref: TableRef) -> None:
+        """``DROP TABLE IF EXISTS t PURGE`` as one catalog call (a managed table's data goes with it,
+        an external table's stays) for Spark's own sources; views and other providers keep the
+        statement, which refuses a view and lets Delta's catalog drop its tables."""
+        before = raw_metadata(self.spark, ref)
+        if before is None:
+            return
+        if not serves_fully(before) or str(before.tableType().name()).upper() == "VIEW":
+            _drop_by_sql(self.spark, ref)
+            return
+        jvm: Any = self.spark._jvm
+        identifier = jvm.org.apache.spark.sql.catalyst.TableIdentifier(ref.table, jvm.scala.Some(ref.database))
+        self.spark._jsparkSession.sessionState().catalog().dropTable(identifier, True, True)
+
+    def _changed(self, before: Any, properties: Mapping[str, str]) -> Any:
+        """A copy of a JVM ``CatalogTable`` with more properties."""
+        jvm: Any = self.spark._jvm
+        merged = jvm.java.util.HashMap()
+        for key, value in {**properties_of(self.spark, before), **properties}.items():
+            merged.put(key, value)
+        fields = [before.productElement(i) for i in range(before.productArity())]
+        # Found by value, not position: the field count differs between Spark versions (properties
+        # comes before ignoredProperties, which is usually empty too).
+        fields[_field_index(before, before.properties())] = jvm.org.apache.spark.api.python.PythonUtils.toScalaMap(
+            merged
+        )
+        return before.copy(*fields)
 
     def set_partition_locations(
         self, ref: TableRef, columns: list[str], locations: dict[tuple[str, ...], str], switched: Switched
@@ -201,6 +262,13 @@ class ConnectEngine:
         """The server's Spark conf (its hive-site.xml is out of a client's reach); empty if unset."""
         return str(self.spark.conf.get("spark.hadoop.hive.metastore.uris", "") or "")
 
+    def table_entry(self, ref: TableRef) -> CatalogEntry | None:
+        """The SQL commands: a Connect client has no handle on the server's session catalog."""
+        return described(self.spark, ref)
+
+    def table_properties(self, ref: TableRef) -> dict[str, str] | None:
+        return properties_by_sql(self.spark, ref)
+
     def partitions(self, ref: TableRef, columns: list[str]) -> dict[tuple[str, ...], str]:
         """``SHOW PARTITIONS``, then one ``DESCRIBE ... PARTITION`` per partition for its location."""
         found: dict[tuple[str, ...], str] = {}
@@ -215,6 +283,12 @@ class ConnectEngine:
             location = next(r["data_type"] for r in described if r["col_name"] == "Location")
             found[tuple(spec[c.lower()] for c in columns)] = str(location)
         return found
+
+    def set_properties(self, ref: TableRef, properties: Mapping[str, str]) -> None:
+        _set_properties_by_sql(self.spark, ref, properties)
+
+    def drop(self, ref: TableRef) -> None:
+        _drop_by_sql(self.spark, ref)
 
     def set_partition_locations(
         self, ref: TableRef, columns: list[str], locations: dict[tuple[str, ...], str], switched: Switched
@@ -259,6 +333,23 @@ Engine = ClassicEngine | ConnectEngine
 
 def engine_for(spark: SparkSession) -> Engine:
     return ConnectEngine(spark) if is_connect(spark) else ClassicEngine(spark)
+
+
+def _set_properties_by_sql(spark: SparkSession, ref: TableRef, properties: Mapping[str, str]) -> None:
+    assignments = ", ".join(f"{sql_string_literal(k)}={sql_string_literal(v)}" for k, v in properties.items())
+    spark.sql(f"ALTER TABLE {ref.quoted} SET TBLPROPERTIES ({assignments})")
+
+
+def _drop_by_sql(spark: SparkSession, ref: TableRef) -> None:
+    spark.sql(f"DROP TABLE IF EXISTS {ref.quoted} PURGE")
+
+
+def _field_index(case_class: Any, value: Any) -> int:
+    """The position of the first field of a JVM case class equal to ``value``."""
+    for i in range(case_class.productArity()):
+        if value.equals(case_class.productElement(i)):
+            return i
+    raise RuntimeError(f"{case_class.getClass().getName()} has no such field")
 
 
 def _values(partition: Any, columns: list[str]) -> tuple[str, ...]:

@@ -22,6 +22,7 @@ from airflow_provider_ctas.core.identifiers import quote, sql_string_literal
 from airflow_provider_ctas.core.transaction import TransactionKey
 from airflow_provider_ctas.spark.protocol import RUN_PHASES, PhaseReport, PhaseRequest
 from tests.support.catalog import fresh, properties
+from tests.support.phases import QuietReporter
 
 pytestmark = pytest.mark.integration
 
@@ -29,14 +30,6 @@ pytestmark = pytest.mark.integration
 NAME_CHARS = st.sampled_from(list("abcXYZ019_") + list(" ;`'\".-/*()=\\\n\t$é"))
 NAMES = st.text(NAME_CHARS, min_size=0, max_size=10)
 VALUES = st.text(min_size=1, max_size=30)
-
-
-class QuietReporter:
-    def info(self, message: str) -> None:
-        pass
-
-    def warning(self, message: str) -> None:
-        pass
 
 
 def tables(spark, database: str) -> set[str]:

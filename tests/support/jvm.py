@@ -26,6 +26,8 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from pathlib import Path
 
+from airflow_provider_ctas.spark.engine import CONNECT_MODE_VARIABLES
+
 REPO = Path(__file__).resolve().parents[2]
 LOCAL = REPO / ".ctas-local"
 CONF_DIR = LOCAL / "test-spark-conf-empty"
@@ -56,6 +58,13 @@ path = jvm.org.apache.hadoop.fs.Path(s.sql("DESCRIBE TABLE EXTENDED d.v").filter
 path.getFileSystem(s.sparkContext._jsc.hadoopConfiguration()).listStatus(path)
 s.stop()
 """
+
+
+def classic_environ() -> dict[str, str]:
+    """This process's environment without pyspark's Spark Connect switches: a test that ran the
+    operator over Connect in this process may have left them set (pyspark sets them for a remote
+    session), and a child that inherits them makes a Connect session where it means a local one."""
+    return {k: v for k, v in os.environ.items() if k not in CONNECT_MODE_VARIABLES}
 
 
 def _java_version() -> str:
@@ -107,7 +116,7 @@ def _dump(target: Path, dist_classpath: str, spark: SparkInstall) -> bool:
     ]
     python = str(spark.bin_dir / "python")
     env = {
-        **os.environ,
+        **classic_environ(),
         "PATH": f"{spark.bin_dir}{os.pathsep}{os.environ['PATH']}",
         "PYSPARK_PYTHON": python,
         "PYSPARK_DRIVER_PYTHON": python,

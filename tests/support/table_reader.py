@@ -8,7 +8,6 @@ the background, as concurrent writers of plain Spark SQL. The metastore comes fr
 from __future__ import annotations
 
 import json
-import os
 import subprocess
 import threading
 import time
@@ -16,6 +15,7 @@ from pathlib import Path
 from typing import Any
 
 from tests.support.faults import classify_read_error
+from tests.support.jvm import classic_environ
 from tests.support.spark_versions import on_release
 
 SPARK_FOR_FORMATS = "4.1.4"
@@ -68,9 +68,10 @@ for line in sys.stdin:
 class TableReader:
     def __init__(self, conf: dict[str, str], log: Path) -> None:
         env, release_conf = on_release(SPARK_FOR_FORMATS, archive=True)
+        self.log = log
         self.process = subprocess.Popen(
             [release_conf["spark.pyspark.python"], "-c", _READER, json.dumps(conf)],
-            env={**os.environ, **env},
+            env={**classic_environ(), **env},
             stdin=subprocess.PIPE,
             stdout=subprocess.PIPE,
             stderr=log.open("ab"),
@@ -83,7 +84,7 @@ class TableReader:
         assert self.process.stdout is not None
         line = self.process.stdout.readline()
         if not line:
-            raise RuntimeError("the Iceberg reader exited")
+            raise RuntimeError(f"the table reader exited; its log: {self.log}")
         return dict(json.loads(line))
 
     def request(self, **request: Any) -> dict[str, Any]:

@@ -16,8 +16,8 @@ from pyspark.sql.types import (
 )
 
 from airflow_provider_ctas.catalogs.query import as_subquery, clean_sql
-from airflow_provider_ctas.catalogs.session_catalog.catalog import parse_describe
 from airflow_provider_ctas.core.errors import CorruptStateError, InvalidInputError
+from airflow_provider_ctas.spark.catalog_entry import parse_describe
 from airflow_provider_ctas.spark.ddl import columns_ddl
 from airflow_provider_ctas.spark.errors import first_line
 from airflow_provider_ctas.spark.protocol import (

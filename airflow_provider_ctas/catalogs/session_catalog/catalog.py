@@ -7,53 +7,24 @@ passes values as string literals.
 from __future__ import annotations
 
 import dataclasses
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from datetime import UTC, datetime
 from typing import TYPE_CHECKING
 
 from airflow_provider_ctas.core import markers
 from airflow_provider_ctas.core.identifiers import TableRef, quote, sql_string_literal
+from airflow_provider_ctas.spark.catalog_entry import CatalogEntry
 from airflow_provider_ctas.spark.engine import engine_for
-from airflow_provider_ctas.spark.errors import error_condition
 
 if TYPE_CHECKING:
     from pyspark.sql import Row, SparkSession
 
 
-@dataclass
-class TableInfo:
+@dataclass(frozen=True)
+class TableInfo(CatalogEntry):
+    """A table's catalog entry and the name it was read under."""
+
     ref: TableRef
-    table_type: str
-    location: str | None
-    provider: str
-    properties: dict[str, str] = field(default_factory=dict)
-    columns: list[tuple[str, str]] = field(default_factory=list)
-    partition_columns: list[str] = field(default_factory=list)
-    bucketed: bool = False
-
-
-def parse_describe(rows: list[Row]) -> tuple[list[tuple[str, str]], list[str], dict[str, str]]:
-    """Columns, partition columns and detail rows from ``DESCRIBE TABLE EXTENDED`` (which runs no job)."""
-    columns: list[tuple[str, str]] = []
-    partitions: list[str] = []
-    details: dict[str, str] = {}
-    section = "columns"
-    for row in rows:
-        name, value = row["col_name"] or "", row["data_type"] or ""
-        if name == "# Partition Information":
-            section = "partitions"
-        elif name == "# Detailed Table Information":
-            section = "details"
-        elif not name or name.startswith("#"):
-            if section == "columns" and not name:
-                section = "after-columns"
-        elif section == "columns":
-            columns.append((name, value))
-        elif section == "partitions":
-            partitions.append(name)
-        elif section == "details":
-            details[name] = value
-    return columns, partitions, details
 
 
 def now_iso() -> str:
@@ -71,41 +42,14 @@ class CatalogClient:
         return self.spark.sql(statement).collect()
 
     def table_info(self, ref: TableRef) -> TableInfo | None:
-        """The table as the metastore has it now, or None. Existence is asked first: a statement on a
-        missing table would make Spark log an ERROR with a stack trace, for an answer begin expects."""
-        if not self.spark.catalog.tableExists(ref.quoted):
-            return None
-        described = self._rows_unless_gone(f"DESCRIBE TABLE EXTENDED {ref.quoted}")
-        props = self.properties(ref) if described is not None else None
-        if described is None or props is None:
-            return None
-        columns, partitions, rows = parse_describe(described)
-        return TableInfo(
-            ref,
-            rows.get("Type", "").upper(),
-            rows.get("Location"),
-            rows.get("Provider", ""),
-            props,
-            columns,
-            partitions,
-            bucketed="Num Buckets" in rows,
-        )
+        """The table as the metastore has it now, or None (also when a concurrent try drops it
+        while it is being read)."""
+        entry = self.engine.table_entry(ref)
+        return None if entry is None else TableInfo(**dataclasses.asdict(entry), ref=ref)
 
     def properties(self, ref: TableRef) -> dict[str, str] | None:
-        """A table's properties in one statement; None when the table is gone."""
-        rows = self._rows_unless_gone(f"SHOW TBLPROPERTIES {ref.quoted}")
-        return None if rows is None else {row["key"]: row["value"] for row in rows}
-
-    def _rows_unless_gone(self, statement: str) -> list[Row] | None:
-        """None when the statement's table is gone: a concurrent try may drop it at any moment."""
-        from pyspark.errors import AnalysisException
-
-        try:
-            return self.sql(statement)
-        except AnalysisException as exc:
-            if error_condition(exc).startswith("TABLE_OR_VIEW_NOT_FOUND"):
-                return None
-            raise
+        """A table's properties; None when the table is gone."""
+        return self.engine.table_properties(ref)
 
     def read_marker(self, location: str) -> markers.MarkerFile | None:
         return markers.MarkerFile.parse(self.fs.read_text(f"{location.rstrip('/')}/{markers.MARKER_FILE}"))
@@ -155,11 +99,10 @@ class CatalogClient:
         return live
 
     def set_properties(self, ref: TableRef, properties: dict[str, str]) -> None:
-        assignments = ", ".join(f"{sql_string_literal(k)}={sql_string_literal(v)}" for k, v in properties.items())
-        self.sql(f"ALTER TABLE {ref.quoted} SET TBLPROPERTIES ({assignments})")
+        self.engine.set_properties(ref, properties)
 
     def rename(self, source: TableRef, dest: TableRef) -> None:
         self.sql(f"ALTER TABLE {source.quoted} RENAME TO {quote(dest.database)}.{quote(dest.table)}")
 
     def drop(self, ref: TableRef) -> None:
-        self.sql(f"DROP TABLE IF EXISTS {ref.quoted} PURGE")
+        self.engine.drop(ref)

@@ -31,6 +31,7 @@ def publish_by_flip(ctx: RunContext, pub: Publication) -> None:
     started = time.monotonic()
     ctx.catalog.sql(f"ALTER TABLE {target.quoted} SET LOCATION {sql_string_literal(new_location)}")
     flipped = time.monotonic()
+    ctx.fault("after_location_change")
     if not still_own_staging(ctx):
         ctx.catalog.sql(f"ALTER TABLE {target.quoted} SET LOCATION {sql_string_literal(old_location)}")
         raise revoked(ctx)

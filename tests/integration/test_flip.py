@@ -1,0 +1,69 @@
+"""The flip's fence re-check, run through the real phases in the test's session against the
+metastore service: a newer try's takeover right after the location changed (its begin drops this
+try's staging) must put the target back as it was, and this try must fail as fenced.
+"""
+
+from __future__ import annotations
+
+import threading
+from pathlib import Path
+
+import pytest
+
+from airflow_provider_ctas.catalogs.session_catalog.executor import SessionCatalogExecutor
+from airflow_provider_ctas.core import markers
+from airflow_provider_ctas.core.errors import FencedError
+from airflow_provider_ctas.core.identifiers import TableRef
+from airflow_provider_ctas.spark.catalog_entry import described
+from tests.support.catalog import count, fresh
+from tests.support.phases import executor_for, run_all
+
+pytestmark = pytest.mark.integration
+
+
+def _replace(spark, target: str, faults: dict) -> SessionCatalogExecutor:
+    return executor_for(spark, target, "SELECT id FROM range(7)", faults=faults, mode="replace",
+                        table_properties={"team": "ledger"})  # fmt: skip
+
+
+def test_a_takeover_right_after_the_location_change_puts_the_target_back(spark, database, tmp_path: Path):
+    target = f"{database}.contested"
+    spark.sql(f"CREATE TABLE {target} USING parquet TBLPROPERTIES ('owner_note'='kept') AS SELECT id FROM range(3)")
+    before = described(fresh(spark), TableRef.parse(target))
+    flag, progress = tmp_path / "go", tmp_path / "progress"
+    executor = _replace(
+        spark,
+        target,
+        {"after_location_change": {"wait_for": str(flag)}, "progress_file": str(progress)},
+    )
+    failures: list[BaseException] = []
+
+    def run() -> None:
+        try:
+            run_all(executor)
+        except BaseException as exc:
+            failures.append(exc)
+
+    worker = threading.Thread(target=run)
+    worker.start()
+    try:
+        for _ in range(600):
+            if progress.exists() and "after_location_change" in progress.read_text():
+                break
+            threading.Event().wait(0.1)
+        flipped = described(fresh(spark), TableRef.parse(target))
+        staging = executor.ctx.table.staging_table()
+        assert flipped is not None and (flipped.location or "").rstrip("/").endswith(f"/{staging.table}"), "flipped"
+        # What a newer try's begin does to this try: its staging table goes.
+        fresh(spark).sql(f"DROP TABLE {staging.quoted}")
+    finally:
+        flag.touch()
+        worker.join(timeout=300)
+
+    assert len(failures) == 1 and isinstance(failures[0], FencedError), failures
+    after = described(fresh(spark), TableRef.parse(target))
+    assert after is not None and before is not None
+    assert after.location == before.location
+    assert markers.TXN_ID not in after.properties
+    assert after.properties["owner_note"] == "kept"
+    assert count(spark, target) == 3

@@ -1,0 +1,44 @@
+"""The session-catalog strategy's phases run in the test's own Spark session (no Airflow, no
+spark-submit): for tests that look at the catalog between two steps of one try."""
+
+from __future__ import annotations
+
+import uuid
+from typing import TYPE_CHECKING, Any
+
+from airflow_provider_ctas.catalogs import create_two_phase_table
+from airflow_provider_ctas.catalogs.session_catalog.executor import SessionCatalogExecutor
+from airflow_provider_ctas.catalogs.session_catalog.table import SessionCatalogTable
+from airflow_provider_ctas.core.transaction import TransactionKey
+from airflow_provider_ctas.spark.protocol import RUN_PHASES, PhaseReport, PhaseRequest
+
+if TYPE_CHECKING:
+    from pyspark.sql import SparkSession
+
+
+class QuietReporter:
+    def info(self, message: str) -> None:
+        pass
+
+    def warning(self, message: str) -> None:
+        pass
+
+
+def executor_for(spark: SparkSession, target: str, sql: str, *, faults: dict[str, Any] | None = None,
+                 **options: Any) -> SessionCatalogExecutor:  # fmt: skip
+    """Try 1 of a new transaction on ``target`` (parquet unless ``options`` say otherwise)."""
+    txn = create_two_phase_table(
+        key=TransactionKey("in_process_dag", "ctas", f"run_{uuid.uuid4().hex}"),
+        conn_id="spark_default",
+        target=target,
+        **{"table_format": "parquet", **options},
+    )
+    assert isinstance(txn, SessionCatalogTable)
+    txn.begin(1, "2024-01-01T00:00:00+00:00")
+    request = PhaseRequest(phases=RUN_PHASES, table=txn.to_dict(), sql=sql, faults=faults or {})
+    return SessionCatalogExecutor(spark, txn, request, QuietReporter())
+
+
+def run_all(executor: SessionCatalogExecutor) -> None:
+    for phase in RUN_PHASES:
+        executor.run(phase, PhaseReport(phase, "ok", 0.0))
