@@ -55,12 +55,25 @@ def _hidden(name: str) -> bool:
 
 class HadoopFileSystem:
     def __init__(self, spark: SparkSession) -> None:
-        self._jvm: Any = spark._jvm
+        jvm: Any = spark._jvm
+        self._jvm = jvm
         self._conf: Any = spark._jsc.hadoopConfiguration()
+        self._checksummed: Any = jvm.java.lang.Class.forName("org.apache.hadoop.fs.ChecksumFileSystem")
 
     def _path(self, uri: str) -> tuple[Any, Any]:
         path = self._jvm.org.apache.hadoop.fs.Path(uri)
         return path, path.getFileSystem(self._conf)
+
+    def _small_file_fs(self, fs: Any) -> tuple[Any, bool]:
+        """The filesystem for this provider's own small files, and whether it is local disk's raw one.
+
+        Local disk's checksummed filesystem keeps a ``.crc`` beside each file, written separately:
+        two drivers that rewrite one file at once (two flips retiring the same old version) can
+        leave data and checksum from different writers, and every later read of it fails with a
+        ChecksumException. Its raw filesystem has no checksum, and a rename there is atomic."""
+        if self._checksummed.isInstance(fs):
+            return fs.getRawFileSystem(), True
+        return fs, False
 
     def exists(self, uri: str) -> bool:
         path, fs = self._path(uri)
@@ -88,27 +101,46 @@ class HadoopFileSystem:
         return float(fs.getFileStatus(path).getModificationTime()) / 1000
 
     def read_text(self, uri: str) -> str | None:
+        """The file's text; None when it is missing, also when another driver deletes it meanwhile."""
+        from py4j.protocol import Py4JJavaError
+
         path, fs = self._path(uri)
-        if not fs.exists(path):
-            return None
-        if fs.getFileStatus(path).isDirectory():  # written over Spark Connect: the newest part
-            parts = [s for s in fs.listStatus(path) if not _hidden(str(s.getPath().getName()))]
-            if not parts:
+        fs, _ = self._small_file_fs(fs)
+        try:
+            if fs.getFileStatus(path).isDirectory():  # written over Spark Connect: the newest part
+                parts = [s for s in fs.listStatus(path) if not _hidden(str(s.getPath().getName()))]
+                if not parts:
+                    return None
+                path = max(parts, key=lambda s: (s.getModificationTime(), str(s.getPath().getName()))).getPath()
+            stream = fs.open(path)
+        except Py4JJavaError as exc:
+            if str(exc.java_exception.getClass().getName()) == "java.io.FileNotFoundException":
                 return None
-            path = max(parts, key=lambda s: (s.getModificationTime(), str(s.getPath().getName()))).getPath()
-        stream = fs.open(path)
+            raise
         try:
             return str(self._jvm.org.apache.commons.io.IOUtils.toString(stream, "UTF-8"))
         finally:
             stream.close()
 
     def write_text(self, uri: str, text: str) -> None:
+        """Replace the file whole: a reader sees the old text or the new, never a mix of two writers'.
+        On local disk through a hidden temporary file renamed over it; elsewhere a created file
+        appears when it is closed (an object store's PUT) or has a single writer (HDFS's lease)."""
         path, fs = self._path(uri)
-        stream = fs.create(path, True)
+        fs, local = self._small_file_fs(fs)
+        written = self._jvm.org.apache.hadoop.fs.Path(path.getParent(), f".{path.getName()}.{uuid.uuid4().hex}.tmp")
+        stream = fs.create(written if local else path, True)
         try:
             stream.write(bytearray(text.encode()))
         finally:
             stream.close()
+        if not local:
+            return
+        if not fs.rename(written, path):
+            fs.delete(written, False)
+            raise OSError(f"could not replace {uri}")
+        # A checksum left by an earlier checksummed write no longer matches.
+        fs.delete(self._jvm.org.apache.hadoop.fs.Path(path.getParent(), f".{path.getName()}.crc"), False)
 
     def delete(self, uri: str) -> None:
         """Delete ``uri`` and, on S3, abort the incomplete multipart uploads below it: a killed

@@ -86,7 +86,8 @@ def _delete_if_empty(ctx: RunContext, root: str) -> list[str]:
     """A run's data root whose partitions were all superseded and deleted holds only its marker."""
     if not root or not markers.parse_reserved_name(root.rsplit("/", 1)[-1]):
         return []
-    leftover = set(ctx.catalog.fs.list_names(root)) - {markers.MARKER_FILE, f".{markers.MARKER_FILE}.crc"}
+    # Dot files are checksums and the temporary file of a marker write that was killed.
+    leftover = {name for name in ctx.catalog.fs.list_names(root) if not name.startswith(".")} - {markers.MARKER_FILE}
     if leftover:
         return []
     ctx.catalog.fs.delete(root)
