@@ -35,6 +35,8 @@ from airflow_provider_ctas.spark.errors import first_line
 if TYPE_CHECKING:
     from pyspark.sql import SparkSession
 
+    from airflow_provider_ctas.spark.engine import Engine, Reporter
+
 SAMPLE_ROWS = 5
 SAMPLE_COLUMNS = 20
 SAMPLE_VALUE_CHARS = 100
@@ -245,6 +247,18 @@ def _row_count(check: RowCount, rows: int) -> CheckResult:
     low, high = check.min if check.min is not None else 0, check.max if check.max is not None else "any"
     expected = f"between {low} and {high}"
     return CheckResult(check.name, check.type, check.scope, passed, rows, expected)
+
+
+def run_audit(auditor: Auditor, engine: Engine, log: Reporter, label: str) -> list[CheckResult]:
+    """The audit phase of every strategy: the checks run on the staged version, each result logged.
+    The caller raises (``raise_if_failed``) once it has recorded them."""
+    auditor.define_views()
+    with engine.progress(f"audit {label}", log):
+        results = auditor.run(lambda message: log.info(f"audit: {message}"))
+    auditor.drop_views()
+    for result in results:
+        (log.info if result.passed else log.warning)(f"audit: {result.describe()}")
+    return results
 
 
 def raise_if_failed(results: Sequence[CheckResult]) -> None:

@@ -1,16 +1,19 @@
 """What the executors of the whole-table formats (Iceberg, Delta) share: how far one run got, the
-phases by name, and the test-only fault points."""
+phases by name, the audit of what a try staged, and the test-only fault points."""
 
 from __future__ import annotations
 
 from abc import ABC, abstractmethod
-from typing import TYPE_CHECKING, Any, Generic, TypeVar
+from typing import TYPE_CHECKING, Any, ClassVar, Generic, TypeVar
 
+from airflow_provider_ctas.catalogs.audit import Auditor, AuditTarget, raise_if_failed, results_to_details, run_audit
 from airflow_provider_ctas.catalogs.progress import Progress
 from airflow_provider_ctas.catalogs.table_modes import WholeTable
-from airflow_provider_ctas.core import faults
+from airflow_provider_ctas.core import faults, markers
+from airflow_provider_ctas.core.checks import CheckResult, checks_from_wire, summary
 from airflow_provider_ctas.core.errors import InvalidInputError
 from airflow_provider_ctas.spark.engine import engine_for
+from airflow_provider_ctas.spark.protocol import Reached
 
 if TYPE_CHECKING:
     from pyspark.sql import SparkSession
@@ -22,12 +25,17 @@ T = TypeVar("T", bound=WholeTable)
 
 
 class PhaseExecutor(ABC, Generic[T]):
+    audits: ClassVar[bool] = False
+    """Whether every try stages a version that checks can read before the publish (``audit_target``)."""
+
     def __init__(self, spark: SparkSession, table: T, request: PhaseRequest, log: Reporter) -> None:
         self.spark, self.table, self.request, self.log = spark, table, request, log
         self.engine = engine_for(spark)
         self.progress = Progress()
         self.details: dict[str, Any] = {}
         self.began = False
+        self.checks = checks_from_wire(request.checks)
+        self.audit_results: list[CheckResult] = []
 
     @property
     def published(self) -> bool:
@@ -50,22 +58,46 @@ class PhaseExecutor(ABC, Generic[T]):
 
     def run(self, phase: str, report: PhaseReport) -> None:
         if phase == "begin":
-            if self.request.checks:
+            if self.checks and not self.audits:
                 self.refuse_checks()
             self.begin(report)
+            if self.checks and self.progress.reached is Reached.BEGUN:
+                # Checks that cannot run fail here, before any data is written.
+                auditor = Auditor(self.spark, self.checks, self.audit_target())
+                auditor.define_views()
+                auditor.analyse()
         elif phase == "prepare":
             self.prepare(report)
+        elif phase == "audit":
+            self.audit(report)
         elif phase == "commit":
             self.commit(report)
         elif phase == "abort":
             self.abort(report)
-        elif phase == "audit":
-            self.refuse_checks()
         else:
             raise InvalidInputError(f"unknown phase {phase!r}")
 
     def refuse_checks(self) -> None:
         raise InvalidInputError(f"checks are not supported for {self.table.format_name} tables yet; remove checks=")
+
+    def audit_target(self) -> AuditTarget:
+        """What this try staged, and the published version it would replace."""
+        raise NotImplementedError
+
+    def audit(self, report: PhaseReport) -> None:
+        if not self.audits:
+            self.refuse_checks()
+        target = self.audit_target()
+        results = run_audit(Auditor(self.spark, self.checks, target), self.engine, self.log, str(self.table.target))
+        self.audit_results = results
+        self.details["checks"] = results_to_details(results)
+        report.touched.append(f"{target.staged} ({sum(r.passed for r in results)}/{len(results)} checks passed)")
+        self.fault("after_audit")
+        raise_if_failed(results)
+
+    def audit_provenance(self) -> dict[str, str]:
+        """The checks' one-line summary for the published version's properties, when there were checks."""
+        return {markers.CHECKS: summary(self.audit_results)} if self.audit_results else {}
 
     def fault(self, point: str) -> None:
         faults.inject(self.request.faults, point, self.table.try_number, self.log.info)

@@ -78,3 +78,5 @@ class Strategy:
     lineage_namespace: Callable[[Mapping[str, Any] | None, Mapping[str, Any] | None], str]
     """(the operator's Spark conf, the run's details): the OpenLineage namespace of the tables it
     writes; what the driver reported it used, once it ran, else what the conf says."""
+    audits: bool = True
+    """Whether ``checks=`` are evaluated on the staged version before the publish."""

@@ -261,6 +261,8 @@ class AtomicCtasOperator(CtasLineageMixin, BaseOperator):
         if not _is_templated(table_properties) and not _has_templates(table_properties):
             validate_table_properties(table_properties)
         validate_checks(self.checks)  # templated SQL is checked again, rendered, before any Spark work
+        if self.checks and not strategy.audits:
+            raise InvalidInputError(f"checks are not supported for {table_format!r} tables yet; remove checks=")
         self.asset_events = asset_events
         self._table_outlet: Asset | AssetAlias | None = None
         if asset_events:

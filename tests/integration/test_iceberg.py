@@ -69,9 +69,11 @@ def _leftovers(reader: IcebergReader, database: str, table: str) -> list[str]:
 def test_iceberg_lifecycle(stack, spark, reader, on_spark41, database):
     target = f"{CATALOG}.{database}.events"
 
-    state, txn = _ctas("ice_create", on_spark41, target_table=target, sql="SELECT id, id % 7 AS k FROM range(700)")
+    state, txn = _ctas("ice_create", on_spark41, target_table=target, sql="SELECT id, id % 7 AS k FROM range(700)",
+                       checks=[{"type": "unique", "columns": ["id"]}])  # fmt: skip
     assert state == "success", txn
     assert txn["details"]["publish"]["mechanism"] == "rename"
+    assert [(c["name"], c["passed"]) for c in txn["details"]["checks"]] == [("unique(id)", True)], "staging audited"
     assert txn["details"]["spark_application"]["version"] == SPARK_FOR_ICEBERG
     assert txn["details"]["metastore_uris"] == stack.uri, "lineage names the Iceberg catalog's metastore"
     assert reader.value(f"SELECT count(*) FROM {target}") == 700
@@ -79,19 +81,33 @@ def test_iceberg_lifecycle(stack, spark, reader, on_spark41, database):
     created = reader.properties(target)
     assert created[markers.TXN_ID] == created_txn and created[markers.ROW_COUNT] == "700"
     assert markers.PUBLISHED_AT in created, "stamped on staging before the rename"
+    assert created[markers.CHECKS] == "1/1 passed: unique(id)=0"
     assert reader.current_summary(target)[markers.DAG_ID] == "ice_create", "provenance on the snapshot"
 
     # Same-shape replace: staged on a branch, main moved in one metadata swap.
     first_snapshot = reader.value(f"SELECT snapshot_id FROM {target}.refs WHERE name = 'main'")
+    # A check that fails on the branch: main keeps its version, the branch and fence go.
+    state, txn = _ctas("ice_audit_fails", on_spark41, target_table=target, mode="replace",
+                       sql="SELECT id, id % 3 AS k FROM range(50)",
+                       checks=[{"type": "row_count_change", "min_ratio": 0.5}])  # fmt: skip
+    assert state == "failed" and txn["details"]["error"]["code"] == "AUDIT_FAILED", txn
+    assert [(c["passed"], c["value"]) for c in txn["details"]["checks"]] == [(False, round(50 / 700, 4))]
+    assert reader.value(f"SELECT count(*) FROM {target}") == 700
+    assert _leftovers(reader, database, target) == []
+
+    checks = [{"type": "row_count", "min": 50, "max": 50}, {"type": "not_null", "columns": ["k"]}]
     state, txn = _ctas("ice_replace", on_spark41, target_table=target, mode="replace",
-                       sql="SELECT id, id % 3 AS k FROM range(50)")  # fmt: skip
+                       sql="SELECT id, id % 3 AS k FROM range(50)", checks=checks)  # fmt: skip
     assert state == "success", txn
     assert txn["details"]["publish"]["mechanism"] == "branch"
+    assert [c["passed"] for c in txn["details"]["checks"]] == [True, True], "the branch audited"
+    assert [p["phase"] for p in txn["details"]["phases"]] == ["begin", "prepare", "audit", "commit"]
     assert reader.value(f"SELECT count(*) FROM {target}") == 50
     summary = reader.current_summary(target)
     assert summary[markers.DAG_ID] == "ice_replace" and summary[markers.TRY_NUMBER] == "1"
     replaced = reader.properties(target)
     assert replaced[markers.DAG_ID] == "ice_replace" and replaced[markers.ROW_COUNT] == "50"
+    assert replaced[markers.CHECKS].startswith("2/2 passed"), "the checks recorded in the publishing swap"
     assert reader.value(f"SELECT count(*) FROM {target} VERSION AS OF {first_snapshot}") == 700, (
         "the replaced version stays readable as a snapshot"
     )

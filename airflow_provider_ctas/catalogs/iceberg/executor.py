@@ -6,6 +6,8 @@ begin    checks the catalog, decides what the target allows, cleans up earlier t
          swap that raises the transaction's fence to this try and drops earlier tries' branches;
 prepare  writes the query: appended to the staging table, or overwriting the branch (``main`` is
          untouched, readers see the old version); the snapshot summary carries the provenance;
+audit    (with checks) evaluates them on the staging table or the branch; a failed check publishes
+         nothing;
 commit   a new target: renames staging to it (one metastore call, fails if the target appeared);
          a replaced one: one metadata swap that moves ``main`` to the branch's snapshot only if the
          fence still names this try, the branch is this try's and ``main`` has not moved since
@@ -20,6 +22,7 @@ from typing import TYPE_CHECKING, Any
 
 from airflow_provider_ctas import __version__
 from airflow_provider_ctas.catalogs.analysis import analyse_query, describe_schema
+from airflow_provider_ctas.catalogs.audit import AuditTarget
 from airflow_provider_ctas.catalogs.existing_target import after_lost_race, nothing_to_do
 from airflow_provider_ctas.catalogs.iceberg import metadata as md
 from airflow_provider_ctas.catalogs.iceberg.metadata import IcebergCatalog
@@ -52,11 +55,14 @@ SNAPSHOT_PROPERTY = "snapshot-property."
 
 
 class IcebergExecutor(PhaseExecutor[IcebergTable]):
+    audits = True
+
     def __init__(self, spark: SparkSession, table: IcebergTable, request: PhaseRequest, log: Reporter) -> None:
         super().__init__(spark, table, request, log)
         self.catalog: IcebergCatalog | None = None
         self.base_snapshot: int | None = None
         """``main`` when this try's branch was made from it; None when staging is a new table."""
+        self.columns: list[str] = []
 
     def clean_up_this_try(self) -> list[str]:
         return self._clean_tries(up_to=self.table.try_number)
@@ -99,6 +105,7 @@ class IcebergExecutor(PhaseExecutor[IcebergTable]):
         if missing:
             raise InvalidInputError(f"partition_by names {missing}, which the query does not produce")
         describe_schema(schema, self.details)
+        self.columns = [f.name for f in schema.fields]
         return schema
 
     def _create_staging(self, schema: StructType) -> str:
@@ -155,12 +162,7 @@ class IcebergExecutor(PhaseExecutor[IcebergTable]):
 
         frame = self.spark.sql(as_subquery(self.request.sql))
         provenance = self.table.marker_properties(created_at=now_iso(), provider_version=__version__)
-        target = self.table.target
-        into = (
-            self.table.staging_table().quoted
-            if self.base_snapshot is None
-            else f"{target.quoted}.{quote('branch_' + self.table.branch)}"
-        )
+        target, into = self.table.target, self._staged()
         writer = frame.writeTo(into).options(**{SNAPSHOT_PROPERTY + k: v for k, v in provenance.items()})
         self.fault("before_write")
         with self.engine.progress(f"prepare {target}", self.log):
@@ -174,6 +176,16 @@ class IcebergExecutor(PhaseExecutor[IcebergTable]):
         report.touched.append(f"{into} (snapshot {written['snapshot-id']}, {self.details['row_count']} rows written)")
         self.progress.reached = Reached.PREPARED
         self.fault("after_prepare")
+
+    def _staged(self) -> str:
+        """Where this try's version is written: the staging table, or this try's branch of the target."""
+        if self.base_snapshot is None:
+            return self.table.staging_table().quoted
+        return f"{self.table.target.quoted}.{quote('branch_' + self.table.branch)}"
+
+    def audit_target(self) -> AuditTarget:
+        published = None if self.base_snapshot is None else self.table.target.quoted  # main: the current version
+        return AuditTarget(staged=self._staged(), published=published, columns=self.columns)
 
     def _written_snapshot(self) -> dict[str, str]:
         catalog = self._catalog()
@@ -210,7 +222,11 @@ class IcebergExecutor(PhaseExecutor[IcebergTable]):
             if not markers.owned_by(props, self.table.txn_id) or markers.marker_try(props) != self.table.try_number:
                 raise FencedError(f"{staging} does not carry try {self.table.try_number}'s markers; not publishing")
             return builder.setProperties(
-                {markers.PUBLISHED_AT: now_iso(), markers.ROW_COUNT: str(self.details.get("row_count", ""))}
+                {
+                    markers.PUBLISHED_AT: now_iso(),
+                    markers.ROW_COUNT: str(self.details.get("row_count", "")),
+                    **self.audit_provenance(),
+                }
             )
 
         catalog.commit(table, stamp)  # carried over by the rename, as the session catalog's markers are
@@ -249,6 +265,7 @@ class IcebergExecutor(PhaseExecutor[IcebergTable]):
             **self.table.marker_properties(created_at=published_at, provider_version=__version__),
             markers.PUBLISHED_AT: published_at,
             markers.ROW_COUNT: str(self.details.get("row_count", "")),
+            **self.audit_provenance(),
         }
 
         def publish(base: Any, builder: Any) -> Any:

@@ -17,7 +17,7 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING, Any
 
-from airflow_provider_ctas.catalogs.audit import Auditor, AuditTarget, raise_if_failed, results_to_details
+from airflow_provider_ctas.catalogs.audit import Auditor, AuditTarget, raise_if_failed, results_to_details, run_audit
 from airflow_provider_ctas.catalogs.query import as_subquery
 from airflow_provider_ctas.catalogs.session_catalog import recovery
 from airflow_provider_ctas.catalogs.session_catalog.begin import begin
@@ -139,15 +139,9 @@ class SessionCatalogExecutor:
 
     def audit(self, plan: Plan, report: PhaseReport) -> None:
         ctx = self.ctx
-        auditor = self._auditor(plan)
-        auditor.define_views()
-        with ctx.catalog.engine.progress(f"audit {ctx.table.target}", ctx.log):
-            results = auditor.run(lambda message: ctx.log.info(f"audit: {message}"))
-        auditor.drop_views()
+        results = run_audit(self._auditor(plan), ctx.catalog.engine, ctx.log, str(ctx.table.target))
         self.audit_results = results
         ctx.details["checks"] = results_to_details(results)
-        for result in results:
-            (ctx.log.info if result.passed else ctx.log.warning)(f"audit: {result.describe()}")
         report.touched.append(
             f"{ctx.table.staging_table()} ({sum(r.passed for r in results)}/{len(results)} checks passed)"
         )
