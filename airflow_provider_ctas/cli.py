@@ -6,6 +6,7 @@ candidates' task instances are still active, and spares them.
 
     airflow ctas gc --database analytics --min-age 24h --dry-run
     airflow ctas gc --database analytics --min-age 24h [--json]
+    airflow ctas gc --catalog lake --database analytics --conf spark.sql.catalog.lake=... (Iceberg)
 """
 
 from __future__ import annotations
@@ -15,7 +16,7 @@ import sys
 from typing import TYPE_CHECKING, Any
 
 from airflow_provider_ctas.core.errors import CtasError
-from airflow_provider_ctas.gc import GcFailedError, collect_garbage, parse_duration, print_report
+from airflow_provider_ctas.gc import GcFailedError, collect_garbage, parse_conf, parse_duration, print_report
 from airflow_provider_ctas.operators.gc import ACTIVE_STATES
 
 if TYPE_CHECKING:
@@ -34,6 +35,8 @@ def get_cli_commands() -> list[Any]:
         arg(("--min-age",), default="24h", help="keep anything younger: 90s, 30m, 24h, 7d or 2w (default 24h)"),
         arg(("--dry-run",), action="store_true", help="only list what would be removed"),
         arg(("--json",), action="store_true", help="print the whole report as one line of JSON"),
+        arg(("--catalog",), help="an Iceberg catalog (its namespaces are --database); configure it with --conf"),
+        arg(("--conf",), action="append", default=[], metavar="KEY=VALUE", help="a Spark setting (repeat)"),
     )
     gc = action(
         name="gc",
@@ -73,7 +76,13 @@ def gc_command(args: Namespace) -> None:
     """A failed pass exits with status 2 and a coded one-line error, never a traceback."""
     try:
         min_age = parse_duration(args.min_age)
-        options = {"databases": args.database, "conn_id": args.conn_id, "min_age": min_age}
+        options = {
+            "databases": args.database,
+            "conn_id": args.conn_id,
+            "min_age": min_age,
+            "conf": parse_conf(args.conf),
+            "catalog": args.catalog,
+        }
         listing = collect_garbage(dry_run=True, **options)
         protect = active_transactions(listing["entries"])
         report = listing if args.dry_run else collect_garbage(dry_run=False, protect=protect, **options)

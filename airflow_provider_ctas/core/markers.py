@@ -91,6 +91,11 @@ def marker_try(properties: Mapping[str, str]) -> int | None:
     return int(raw) if raw is not None and raw.isdigit() else None
 
 
+def task_of(properties: Mapping[str, str]) -> dict[str, str | None]:
+    """The task instance the markers name (what GC asks Airflow about before removing anything)."""
+    return {"dag_id": properties.get(DAG_ID), "task_id": properties.get(TASK_ID), "run_id": properties.get(RUN_ID)}
+
+
 def owned_by(properties: Mapping[str, str], txn_id: str, *, up_to_try: int | None = None) -> bool:
     """True when the properties say this transaction (optionally: a try <= ``up_to_try``) made it."""
     if properties.get(TXN_ID) != txn_id:

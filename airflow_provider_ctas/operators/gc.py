@@ -24,7 +24,8 @@ class AtomicCtasGcOperator(BaseOperator):
     """Remove staging that failed, killed or crashed AtomicCtasOperator tasks left behind.
 
     Two passes: a dry run lists candidates with the task instance each belongs to, Airflow is asked
-    which of those are still active, and the real pass removes the rest. Only what carries this
+    which of those are still active, and the real pass removes the rest. ``catalog`` names an Iceberg
+    catalog (configured in ``conf``) whose namespaces ``databases`` are. Only what carries this
     provider's markers, is older than ``min_age`` and no table reads from is ever removed.
     """
 
@@ -39,6 +40,7 @@ class AtomicCtasGcOperator(BaseOperator):
         list_only: bool = False,
         conf: Mapping[str, Any] | None = None,
         spark_submit_options: Mapping[str, Any] | None = None,
+        catalog: str | None = None,
         **kwargs: Any,
     ) -> None:
         super().__init__(**kwargs)
@@ -51,6 +53,7 @@ class AtomicCtasGcOperator(BaseOperator):
         self.list_only = list_only
         self.conf = conf
         self.spark_submit_options = spark_submit_options
+        self.catalog = None if catalog is None else validate_name(catalog, "catalog")
 
     def _pass(self, *, dry_run: bool, protect: set[str]) -> dict[str, Any]:
         return collect_garbage(
@@ -61,6 +64,7 @@ class AtomicCtasGcOperator(BaseOperator):
             protect=protect,
             conf=self.conf,
             submit_options=self.spark_submit_options,
+            catalog=self.catalog,
         )
 
     def _active_transactions(self, context: Context, entries: list[dict[str, Any]]) -> set[str]:

@@ -7,6 +7,7 @@ runtime, ``tests/support/iceberg.py``) checks the tables.
 from __future__ import annotations
 
 import re
+import signal
 import time
 from collections.abc import Iterator
 from typing import Any
@@ -14,7 +15,7 @@ from typing import Any
 import pytest
 
 from airflow_provider_ctas.catalogs.iceberg.metadata import SPARK_CATALOG_CLASS, IcebergCatalog
-from airflow_provider_ctas.catalogs.iceberg.table import FENCE_PREFIX
+from airflow_provider_ctas.catalogs.iceberg.table import BEGUN_PREFIX, FENCE_PREFIX
 from airflow_provider_ctas.core import markers
 from airflow_provider_ctas.core.errors import InvalidInputError, UnsupportedTargetError
 from airflow_provider_ctas.core.transaction import TransactionKey
@@ -27,6 +28,7 @@ from tests.support.format_scenarios import (
     race_two_creators,
     record_format_cell,
 )
+from tests.support.gc import entries, gc_cli
 from tests.support.iceberg import CATALOG, SPARK_FOR_ICEBERG, IcebergReader, iceberg_conf
 from tests.support.processes import wait_for_line
 from tests.support.spark_versions import on_release
@@ -62,7 +64,8 @@ def _leftovers(reader: IcebergReader, database: str, table: str) -> list[str]:
     """Staging tables in the namespace, branches other than main and fences on the table."""
     staging = [r[1] for r in reader.rows(f"SHOW TABLES IN {CATALOG}.{database}") if r[1].startswith("__ctas_")]
     branches = [b for b in reader.branches(table) if b != "main"] if reader.exists(table) else []
-    fences = [k for k in reader.properties(table) if k.startswith(FENCE_PREFIX)] if reader.exists(table) else []
+    props = reader.properties(table) if reader.exists(table) else {}
+    fences = [k for k in props if k.startswith((FENCE_PREFIX, BEGUN_PREFIX))]
     return staging + branches + fences
 
 
@@ -269,3 +272,50 @@ def test_two_creators_race_and_exactly_one_publishes(stack, reader, on_spark41, 
     assert reader.value(f"SELECT count(*) FROM {target}") == winner * 100
     assert error["code"] == "TARGET_EXISTS" and "created by another writer" in error["message"]
     assert _leftovers(reader, database, target) == []
+
+
+def test_gc_removes_what_a_killed_try_left_and_nothing_else(stack, reader, on_spark41, database, tmp_path):
+    """A try killed with its task (no abort run, no retry) leaves its branch, fence and begin record;
+    GC keeps them while younger than min_age, then removes them in one swap. A staging table with
+    its markers goes; a table under a reserved name without them, main and others' properties stay."""
+    target = f"{CATALOG}.{database}.gc_events"
+    reader.rows(f"CREATE TABLE {target} TBLPROPERTIES ('owner_note'='kept') AS SELECT id FROM range(30)")
+    make_dag("ice_gc_killed", target_table=target, mode="replace", sql="SELECT id FROM range(5)",
+             table_format="iceberg", conf=on_spark41)  # fmt: skip
+    progress = tmp_path / "progress"
+    faults = {"progress_file": str(progress), "after_prepare": {"wait_for": str(tmp_path / "never")}}
+    trial = Trial(DAGS_FOLDER / "ice_gc_killed.py", "ice_gc_killed", "gc_killed", tmp_path / "try1.log", faults)
+    trial.start()
+    wait_for_line(progress, "after_prepare try=1", timeout=240)
+    trial.signal_group(signal.SIGKILL)  # the task and its driver: nothing runs an abort
+    trial.wait()
+    wait_for_drivers_to_exit(target)
+    left = _leftovers(reader, database, target)
+    assert len(left) == 3 and any(name.startswith("ctas_") for name in left), left
+
+    old = "2020-01-01T00:00:00+00:00"
+    orphan_txn = "0123456789abcdef" * 2
+    orphan = f"{CATALOG}.{database}.{markers.staging_name(orphan_txn, 2)}"
+    reader.rows(
+        f"CREATE TABLE {orphan} (id BIGINT) USING iceberg TBLPROPERTIES ('{markers.TXN_ID}'='{orphan_txn}', "
+        f"'{markers.TRY_NUMBER}'='2', '{markers.CREATED_AT}'='{old}')"
+    )
+    unmarked = f"{CATALOG}.{database}.{markers.staging_name('f' * 32, 1)}"
+    reader.rows(f"CREATE TABLE {unmarked} (id BIGINT) USING iceberg")
+    conf = [arg for key, value in on_spark41.items() for arg in ("--conf", f"{key}={value}")]
+
+    first = gc_cli("--catalog", CATALOG, "--database", database, "--min-age", "1h", *conf)
+    assert orphan in entries(first, "removed"), first
+    kept = entries(first, "kept")
+    assert any(what.startswith(target) and "younger than min_age" in why for what, why in kept.items()), kept
+    assert kept[unmarked] == "reserved name without this provider's markers"
+    unmarked_name = unmarked.rsplit(".", 1)[-1]
+    assert sorted(_leftovers(reader, database, target)) == sorted([*left, unmarked_name]), "a young try's stay"
+
+    second = gc_cli("--catalog", CATALOG, "--database", database, "--min-age", "0s", *conf)
+    removed = entries(second, "removed")
+    assert [what for what in removed if what.startswith(target)], second
+    assert _leftovers(reader, database, target) == [unmarked_name], "only the table without markers stays"
+    assert reader.value(f"SELECT count(*) FROM {target}") == 30
+    assert reader.properties(target)["owner_note"] == "kept"
+    assert not reader.exists(orphan)

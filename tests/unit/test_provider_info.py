@@ -56,3 +56,12 @@ def test_gc_is_an_airflow_cli_command_with_clear_errors(capsys):
         gc_command(args)  # type: ignore[arg-type]
     assert exited.value.code == 2
     assert "[INVALID_INPUT] duration '1y' is not a number with an optional unit" in capsys.readouterr().err
+    args = SimpleNamespace(database=["analytics"], conn_id="spark_default", min_age="1h", dry_run=True, json=False,
+                           conf=["spark.sql.catalog.lake"], catalog="lake")  # fmt: skip
+    with pytest.raises(SystemExit):
+        gc_command(args)  # type: ignore[arg-type]
+    assert "--conf 'spark.sql.catalog.lake' is not KEY=VALUE" in capsys.readouterr().err
+    args.conf, args.catalog = ["a=b=c"], "lake; rm -rf /"
+    with pytest.raises(SystemExit):
+        gc_command(args)  # type: ignore[arg-type]
+    assert "[INVALID_INPUT] catalog" in capsys.readouterr().err, "refused before any Spark work"

@@ -6,8 +6,9 @@ from collections.abc import Mapping
 from typing import TYPE_CHECKING, Any
 
 from airflow_provider_ctas.catalogs.iceberg.executor import IcebergExecutor
+from airflow_provider_ctas.catalogs.iceberg.gc import IcebergGc
 from airflow_provider_ctas.catalogs.iceberg.table import IcebergTable
-from airflow_provider_ctas.core.errors import CorruptStateError, InvalidInputError
+from airflow_provider_ctas.core.errors import CorruptStateError
 
 if TYPE_CHECKING:
     from pyspark.sql import SparkSession
@@ -26,7 +27,4 @@ class IcebergDriver:
         return IcebergExecutor(spark, table, request, log)
 
     def gc(self, spark: SparkSession, settings: Mapping[str, Any], log: Reporter) -> dict[str, Any]:
-        raise InvalidInputError(
-            "airflow-ctas-gc covers session-catalog tables; an Iceberg try's staging table and branch are "
-            "dropped by its own abort, or by the next try of the same task instance"
-        )
+        return IcebergGc(spark, dict(settings), log).run()

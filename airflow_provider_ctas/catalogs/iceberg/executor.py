@@ -17,6 +17,7 @@ abort    drops this and earlier tries' staging tables and branches (their marker
 
 from __future__ import annotations
 
+import json
 from collections.abc import Mapping
 from typing import TYPE_CHECKING, Any
 
@@ -26,7 +27,7 @@ from airflow_provider_ctas.catalogs.audit import AuditTarget
 from airflow_provider_ctas.catalogs.existing_target import after_lost_race, nothing_to_do
 from airflow_provider_ctas.catalogs.iceberg import metadata as md
 from airflow_provider_ctas.catalogs.iceberg.metadata import IcebergCatalog
-from airflow_provider_ctas.catalogs.iceberg.table import IcebergTable, branch_try, fence_key
+from airflow_provider_ctas.catalogs.iceberg.table import IcebergTable, begun_key, branch_try, fence_key
 from airflow_provider_ctas.catalogs.phase_executor import PhaseExecutor
 from airflow_provider_ctas.catalogs.query import as_subquery
 from airflow_provider_ctas.catalogs.session_catalog.catalog import now_iso
@@ -131,6 +132,7 @@ class IcebergExecutor(PhaseExecutor[IcebergTable]):
         current = existing.operations().refresh()
         _require_same_shape(target.qualified, current, schema, self.table.partition_by)
         branch, fence = self.table.branch, fence_key(txn)
+        begun = json.dumps({"begun_at": now_iso(), "task": self.table.key.to_dict()}, sort_keys=True)
 
         def stage(base: Any, builder: Any) -> Any:
             fenced_at = int(md.properties(base).get(fence, "0"))
@@ -146,7 +148,9 @@ class IcebergExecutor(PhaseExecutor[IcebergTable]):
                 if older is not None and older != try_number:
                     builder = builder.removeRef(name)
             self.base_snapshot = main
-            return builder.setRef(branch, self._catalog().branch_ref(main)).setProperties({fence: str(try_number)})
+            return builder.setRef(branch, self._catalog().branch_ref(main)).setProperties(
+                {fence: str(try_number), begun_key(txn): begun}
+            )
 
         self._catalog().commit(existing, stage)
         # Spark's catalog caches table metadata; the write must see the branch just made.
@@ -285,7 +289,7 @@ class IcebergExecutor(PhaseExecutor[IcebergTable]):
             return (
                 builder.setBranchSnapshot(staged, "main")
                 .removeRef(branch)
-                .removeProperties(catalog.java_set([fence]))
+                .removeProperties(catalog.java_set([fence, begun_key(txn)]))
                 .setProperties(provenance)
             )
 
@@ -336,7 +340,7 @@ class IcebergExecutor(PhaseExecutor[IcebergTable]):
                 return None
             for name in dropped:
                 builder = builder.removeRef(name)
-            return builder.removeProperties(catalog.java_set([fence])) if stale_fence else builder
+            return builder.removeProperties(catalog.java_set([fence, begun_key(txn)])) if stale_fence else builder
 
         catalog.commit(existing, drop)
         return [f"{self.table.target} (branch {name} dropped)" for name in dropped]

@@ -81,6 +81,10 @@ class IcebergCatalog:
     def namespace_exists(self, database: str) -> bool:
         return bool(self.catalog.namespaceExists(self._namespace(database)))
 
+    def table_names(self, database: str) -> list[str]:
+        """The Iceberg tables of a namespace (the Hive catalog lists no other tables)."""
+        return sorted(str(ident.name()) for ident in self.catalog.listTables(self._namespace(database)))
+
     def load(self, ref: TableRef) -> Any | None:
         """The table, or None when there is none (or it is not an Iceberg table)."""
         try:

@@ -34,8 +34,17 @@ def branch_try(name: str, txn_id: str) -> int | None:
     return int(rest) if rest.isdigit() else None
 
 
+BEGUN_PREFIX = PROVIDER_PROPERTY_PREFIX + "fence_begun."
+"""``airflow_ctas.fence_begun.<txn_id>``, set and removed with the fence: when that try began and for
+which task instance (JSON), so that GC can tell a killed try's branch from a running one's."""
+
+
 def fence_key(txn_id: str) -> str:
     return FENCE_PREFIX + txn_id
+
+
+def begun_key(txn_id: str) -> str:
+    return BEGUN_PREFIX + txn_id
 
 
 @register_kind

@@ -5,8 +5,9 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import TYPE_CHECKING, Any
 
+from airflow_provider_ctas.catalogs.gc_ledger import GcParams
 from airflow_provider_ctas.catalogs.session_catalog.executor import SessionCatalogExecutor
-from airflow_provider_ctas.catalogs.session_catalog.gc import GcParams, SessionCatalogGc
+from airflow_provider_ctas.catalogs.session_catalog.gc import SessionCatalogGc
 from airflow_provider_ctas.catalogs.session_catalog.table import SessionCatalogTable
 from airflow_provider_ctas.core.errors import CorruptStateError
 

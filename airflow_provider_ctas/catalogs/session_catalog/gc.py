@@ -8,16 +8,16 @@ table reads from. Everything else is reported with the reason it was kept.
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
-from datetime import UTC, datetime, timedelta
+from datetime import UTC, datetime
 from typing import TYPE_CHECKING, Any
 
+from airflow_provider_ctas.catalogs.gc_ledger import GcLedger, GcParams
 from airflow_provider_ctas.catalogs.session_catalog import ownership
 from airflow_provider_ctas.catalogs.session_catalog.catalog import CatalogClient, TableInfo
 from airflow_provider_ctas.catalogs.session_catalog.plan import on_object_store
 from airflow_provider_ctas.core import markers
 from airflow_provider_ctas.core.errors import InvalidInputError
-from airflow_provider_ctas.core.identifiers import TableRef, validate_name
+from airflow_provider_ctas.core.identifiers import TableRef
 from airflow_provider_ctas.spark.errors import first_line
 
 if TYPE_CHECKING:
@@ -26,32 +26,12 @@ if TYPE_CHECKING:
     from airflow_provider_ctas.spark.engine import Reporter
 
 
-@dataclass
-class GcParams:
-    databases: list[str]
-    min_age_seconds: float
-    dry_run: bool
-    protect: set[str] = field(default_factory=set)
-    """Transaction ids whose task instances Airflow reports as still active."""
-
-    @classmethod
-    def from_dict(cls, data: dict[str, Any]) -> GcParams:
-        databases = [validate_name(db, "database") for db in data.get("databases", [])]
-        if not databases:
-            raise InvalidInputError("garbage collection needs at least one database")
-        min_age = data.get("min_age_seconds")
-        if not isinstance(min_age, int | float) or min_age < 0:
-            raise InvalidInputError("min_age_seconds must be a non-negative number")
-        return cls(databases, float(min_age), bool(data.get("dry_run", True)), set(data.get("protect", [])))
-
-
 class SessionCatalogGc:
     def __init__(self, spark: SparkSession, params: GcParams, log: Reporter) -> None:
         self.catalog = CatalogClient(spark)
         self.params = params
-        self.log = log
-        self.now = datetime.now(UTC)
-        self.entries: list[dict[str, Any]] = []
+        self.ledger = GcLedger(params, log)
+        self.now = self.ledger.now
         self._readers: dict[str, dict[str, list[str]]] = {}
 
     def run(self) -> dict[str, Any]:
@@ -65,32 +45,15 @@ class SessionCatalogGc:
                     self._table(parsed, info)
             for name in self.catalog.fs.list_names(self.catalog.db_location(database)):
                 self._directory(database, name)
-        summary: dict[str, int] = {}
-        for entry in self.entries:
-            summary[entry["action"]] = summary.get(entry["action"], 0) + 1
-        return {"dry_run": self.params.dry_run, "summary": summary, "entries": self.entries}
+        return self.ledger.report()
 
     # -- decisions -----------------------------------------------------------------------------
 
     def _note(self, action: str, what: str, why: str, **extra: Any) -> None:
-        if self.params.dry_run and action in ("removed", "restored"):
-            action = f"would be {action}"
-        self.entries.append({"action": action, "what": what, "why": why, **extra})
-        self.log.info(f"gc: {action}: {what} ({why})")
+        self.ledger.note(action, what, why, **extra)
 
     def _blocked(self, what: str, txn_id: str, created: str | None, task: dict[str, Any]) -> bool:
-        """Protected transactions and young objects are kept; True when ``what`` must stay."""
-        if txn_id in self.params.protect:
-            self._note("kept", what, "its task instance is still active in Airflow", txn_id=txn_id, task=task)
-            return True
-        born = markers.parse_time(created)
-        if born is None:
-            self._note("kept", what, "no readable creation time", txn_id=txn_id, task=task)
-            return True
-        if self.now - born < timedelta(seconds=self.params.min_age_seconds):
-            self._note("kept", what, f"younger than min_age ({born.isoformat()})", txn_id=txn_id, task=task)
-            return True
-        return False
+        return self.ledger.blocked(what, txn_id, created, task)
 
     def _location_of(self, qualified: str) -> str | None:
         try:
@@ -115,11 +78,7 @@ class SessionCatalogGc:
             self._note("kept", what, "reserved name without this provider's markers")
             return
         txn_id = props[markers.TXN_ID]
-        task = {
-            "dag_id": props.get(markers.DAG_ID),
-            "task_id": props.get(markers.TASK_ID),
-            "run_id": props.get(markers.RUN_ID),
-        }
+        task = markers.task_of(props)
         if self._blocked(what, txn_id, props.get(markers.CREATED_AT), task):
             return
         live = self._location_of(props.get(markers.TARGET, ""))

@@ -1,0 +1,122 @@
+"""Garbage collection in an Iceberg catalog: what a try left when neither its abort nor a later
+try of its task instance ran (a worker lost, retries exhausted after a kill).
+
+Per namespace it finds staging tables under reserved names that carry their markers, and on every
+other table the fences (``airflow_ctas.fence.<txn>``) with the branches of that transaction. A
+staging table goes with its files; a fence goes with its branches in one metadata swap that
+happens only if the fence still names the same try (a newer try may have begun meanwhile). The
+snapshots of a dropped branch are then unreferenced, and Iceberg's own snapshot expiry deletes
+their files. Age is the try's begin time recorded beside the fence (``fence_begun``); a branch
+without one is kept, since a running try's branch cannot be told apart from it.
+"""
+
+from __future__ import annotations
+
+import json
+from typing import TYPE_CHECKING, Any
+
+from airflow_provider_ctas.catalogs.gc_ledger import GcLedger, GcParams
+from airflow_provider_ctas.catalogs.iceberg import metadata as md
+from airflow_provider_ctas.catalogs.iceberg.metadata import IcebergCatalog
+from airflow_provider_ctas.catalogs.iceberg.table import BRANCH_PREFIX, FENCE_PREFIX, begun_key, branch_try
+from airflow_provider_ctas.catalogs.session_catalog import ownership
+from airflow_provider_ctas.core import markers
+from airflow_provider_ctas.core.identifiers import TableRef, validate_name
+
+if TYPE_CHECKING:
+    from pyspark.sql import SparkSession
+
+    from airflow_provider_ctas.spark.engine import Reporter
+
+
+class IcebergGc:
+    def __init__(self, spark: SparkSession, settings: dict[str, Any], log: Reporter) -> None:
+        self.catalog_name = validate_name(settings.pop("catalog", None), "catalog")
+        self.params = GcParams.from_dict(settings)
+        self.ledger = GcLedger(self.params, log)
+        self.catalog = IcebergCatalog(spark, self.catalog_name)
+
+    def run(self) -> dict[str, Any]:
+        for database in self.params.databases:
+            if not self.catalog.namespace_exists(database):
+                self.ledger.note("kept", f"{self.catalog_name}.{database}", "namespace does not exist")
+                continue
+            for name in self.catalog.table_names(database):
+                ref = TableRef(database, name, self.catalog_name)
+                parsed = markers.parse_reserved_name(name)
+                if parsed is not None and parsed.role == "staging":
+                    self._staging(ref, parsed)
+                else:
+                    self._fences(ref)
+        return self.ledger.report()
+
+    def _staging(self, ref: TableRef, parsed: markers.ReservedName) -> None:
+        what = ref.qualified
+        current = self.catalog.current(ref)
+        if current is None:
+            return
+        props = md.properties(current)
+        if not ownership.is_staging_named(props, parsed):
+            self.ledger.note("kept", what, "reserved name without this provider's markers")
+            return
+        txn_id = props[markers.TXN_ID]
+        task = markers.task_of(props)
+        if self.ledger.blocked(what, txn_id, props.get(markers.CREATED_AT), task):
+            return
+        if not self.params.dry_run:
+            self.catalog.drop(ref)
+        self.ledger.note("removed", what, "orphan staging table (with its files)", txn_id=txn_id, task=task)
+
+    def _fences(self, ref: TableRef) -> None:
+        table = self.catalog.load(ref)
+        if table is None:
+            return
+        current = table.operations().refresh()
+        props = md.properties(current)
+        fenced = {key[len(FENCE_PREFIX) :]: value for key, value in props.items() if key.startswith(FENCE_PREFIX)}
+        for txn_id, try_number in sorted(fenced.items()):
+            begun = _begun(props.get(begun_key(txn_id)))
+            what = f"{ref.qualified} (fence of try {try_number} and branches of transaction {txn_id})"
+            if self.ledger.blocked(what, txn_id, begun.get("begun_at"), begun.get("task") or {}):
+                continue
+            removed = self._clear(table, txn_id, try_number)
+            if removed is None:
+                self.ledger.note("kept", what, "a newer try of its task instance began meanwhile", txn_id=txn_id)
+            else:
+                why = f"a try that never finished (branches {', '.join(removed) or 'none'})"
+                self.ledger.note("removed", what, why, txn_id=txn_id, task=begun.get("task") or {})
+        tags = {markers.txn_tag(txn_id) for txn_id in fenced}
+        for name in md.refs(current):
+            if name.startswith(BRANCH_PREFIX) and not any(name.startswith(f"{BRANCH_PREFIX}{tag}_t") for tag in tags):
+                self.ledger.note("kept", f"{ref.qualified} (branch {name})", "no fence records when its try began")
+
+    def _clear(self, table: Any, txn_id: str, try_number: str) -> list[str] | None:
+        """Drop the transaction's fence, begin record and branches in one swap, if the fence still
+        names ``try_number``; the branch names, or None when it names another try now."""
+        fence, begun = f"{FENCE_PREFIX}{txn_id}", begun_key(txn_id)
+        removed: list[str] = []
+        changed = True
+
+        def clear(base: Any, builder: Any) -> Any | None:
+            nonlocal changed
+            if md.properties(base).get(fence) != try_number:
+                changed = False
+                return None
+            removed[:] = [name for name in md.refs(base) if branch_try(name, txn_id) is not None]
+            if self.params.dry_run:
+                return None
+            for name in removed:
+                builder = builder.removeRef(name)
+            return builder.removeProperties(self.catalog.java_set([fence, begun]))
+
+        self.catalog.commit(table, clear)
+        return removed if changed else None
+
+
+def _begun(text: str | None) -> dict[str, Any]:
+    """The begin record beside a fence; empty when missing or unreadable (the fence is then kept)."""
+    try:
+        data = json.loads(text or "")
+    except ValueError:
+        return {}
+    return data if isinstance(data, dict) else {}
