@@ -135,7 +135,7 @@ class MarkerFile:
     @classmethod
     def parse(cls, content: str | None) -> MarkerFile | None:
         """The marker in ``content``, or None when it is missing or not one of ours."""
-        data = _json_object(content)
+        data = json_object(content)
         if data is None:
             return None
         txn_id, try_number, target = data.get("txn_id"), data.get("try_number"), data.get("target")
@@ -188,7 +188,7 @@ class SupersededRecord:
 
     @classmethod
     def parse(cls, content: str | None) -> SupersededRecord | None:
-        data = _json_object(content)
+        data = json_object(content)
         if data is None:
             return None
         values = [data.get(k) for k in ("target", "superseded_at", "delete_after", "superseded_by")]
@@ -196,7 +196,7 @@ class SupersededRecord:
         return cls(*strings) if len(strings) == len(values) else None
 
 
-def _json_object(content: str | None) -> dict[str, Any] | None:
+def json_object(content: str | None) -> dict[str, Any] | None:
     """A marker file's JSON object, or None for a missing, garbled or non-object file."""
     try:
         data = json.loads(content or "")

@@ -128,8 +128,9 @@ class HadoopFileSystem:
         appears when it is closed (an object store's PUT) or has a single writer (HDFS's lease)."""
         path, fs = self._path(uri)
         fs, local = self._small_file_fs(fs)
-        written = self._jvm.org.apache.hadoop.fs.Path(path.getParent(), f".{path.getName()}.{uuid.uuid4().hex}.tmp")
-        stream = fs.create(written if local else path, True)
+        hadoop_path = self._jvm.org.apache.hadoop.fs.Path
+        written = hadoop_path(path.getParent(), f".{path.getName()}.{uuid.uuid4().hex}.tmp") if local else path
+        stream = fs.create(written, True)
         try:
             stream.write(bytearray(text.encode()))
         finally:
@@ -140,7 +141,7 @@ class HadoopFileSystem:
             fs.delete(written, False)
             raise OSError(f"could not replace {uri}")
         # A checksum left by an earlier checksummed write no longer matches.
-        fs.delete(self._jvm.org.apache.hadoop.fs.Path(path.getParent(), f".{path.getName()}.crc"), False)
+        fs.delete(hadoop_path(path.getParent(), f".{path.getName()}.crc"), False)
 
     def delete(self, uri: str) -> None:
         """Delete ``uri`` and, on S3, abort the incomplete multipart uploads below it: a killed

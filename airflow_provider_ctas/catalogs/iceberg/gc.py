@@ -12,13 +12,12 @@ without one is kept, since a running try's branch cannot be told apart from it.
 
 from __future__ import annotations
 
-import json
 from typing import TYPE_CHECKING, Any
 
 from airflow_provider_ctas.catalogs.gc_ledger import GcLedger, GcParams
 from airflow_provider_ctas.catalogs.iceberg import metadata as md
 from airflow_provider_ctas.catalogs.iceberg.metadata import IcebergCatalog
-from airflow_provider_ctas.catalogs.iceberg.table import BRANCH_PREFIX, FENCE_PREFIX, begun_key, branch_try
+from airflow_provider_ctas.catalogs.iceberg.table import BRANCH_PREFIX, FENCE_PREFIX, begun_key, branch_try, fence_key
 from airflow_provider_ctas.catalogs.session_catalog import ownership
 from airflow_provider_ctas.core import markers
 from airflow_provider_ctas.core.identifiers import TableRef, validate_name
@@ -75,7 +74,7 @@ class IcebergGc:
         props = md.properties(current)
         fenced = {key[len(FENCE_PREFIX) :]: value for key, value in props.items() if key.startswith(FENCE_PREFIX)}
         for txn_id, try_number in sorted(fenced.items()):
-            begun = _begun(props.get(begun_key(txn_id)))
+            begun = markers.json_object(props.get(begun_key(txn_id))) or {}  # unreadable: kept
             what = f"{ref.qualified} (fence of try {try_number} and branches of transaction {txn_id})"
             if self.ledger.blocked(what, txn_id, begun.get("begun_at"), begun.get("task") or {}):
                 continue
@@ -93,7 +92,7 @@ class IcebergGc:
     def _clear(self, table: Any, txn_id: str, try_number: str) -> list[str] | None:
         """Drop the transaction's fence, begin record and branches in one swap, if the fence still
         names ``try_number``; the branch names, or None when it names another try now."""
-        fence, begun = f"{FENCE_PREFIX}{txn_id}", begun_key(txn_id)
+        fence, begun = fence_key(txn_id), begun_key(txn_id)
         removed: list[str] = []
         changed = True
 
@@ -111,12 +110,3 @@ class IcebergGc:
 
         self.catalog.commit(table, clear)
         return removed if changed else None
-
-
-def _begun(text: str | None) -> dict[str, Any]:
-    """The begin record beside a fence; empty when missing or unreadable (the fence is then kept)."""
-    try:
-        data = json.loads(text or "")
-    except ValueError:
-        return {}
-    return data if isinstance(data, dict) else {}
