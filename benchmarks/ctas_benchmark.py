@@ -54,7 +54,17 @@ APPROACHES = {
     "s3_atomic_create": "(b) on S3, mode=create (partitioned): external staging, metadata-only rename",
     "s3_atomic_replace_flip": "(b) on S3, mode=replace, same shape (unpartitioned): flip",
     "s3_atomic_overwrite_partitions": "(b) on S3, mode=overwrite_partitions",
+    "iceberg_plain": "(a_i) plain CTAS of an Iceberg table, unpartitioned (atomic in one job, not across tries)",
+    "iceberg_plain_rtas": "(a_i') plain CREATE OR REPLACE of an Iceberg table (last committer wins)",
+    "iceberg_create": "(b) Iceberg, mode=create: staging table, catalog rename",
+    "iceberg_replace": "(b) Iceberg, mode=replace: fenced branch, fast-forward",
+    "delta_plain": "(a_d) plain CTAS of a Delta table, unpartitioned (atomic in one job, not across tries)",
+    "delta_plain_rtas": "(a_d') plain CREATE OR REPLACE of a Delta table",
+    "delta_create": "(b) Delta, mode=create: staging table, catalog rename",
+    "delta_replace": "(b) Delta, mode=replace: one fenced Delta commit",
 }
+FORMATS = ("iceberg", "delta")
+"""Approaches named ``<format>_...`` run in the formats' world (Spark 4.1.4, a metastore service)."""
 # Each approach is compared with the plain CTAS of the same query, shape and transport.
 BASELINE = {
     "plain": "plain",
@@ -76,6 +86,14 @@ BASELINE = {
     "s3_atomic_create": "s3_plain",
     "s3_atomic_replace_flip": "s3_plain_flat",
     "s3_atomic_overwrite_partitions": "s3_plain",
+    "iceberg_plain": "iceberg_plain",
+    "iceberg_plain_rtas": "iceberg_plain_rtas",
+    "iceberg_create": "iceberg_plain",
+    "iceberg_replace": "iceberg_plain_rtas",
+    "delta_plain": "delta_plain",
+    "delta_plain_rtas": "delta_plain_rtas",
+    "delta_create": "delta_plain",
+    "delta_replace": "delta_plain_rtas",
 }
 # Targets that must exist before the timed runs (replacing an existing version), and the approach seeding them.
 REPLACING = {
@@ -87,7 +105,16 @@ REPLACING = {
     "connect_overwrite_partitions": ("events", "connect_overwrite_partitions"),
     "s3_atomic_replace_flip": ("replaced_flat", "s3_atomic_create_flat"),
     "s3_atomic_overwrite_partitions": ("events", "s3_atomic_overwrite_partitions"),
+    "iceberg_plain_rtas": ("ice_rtas", "iceberg_plain"),
+    "iceberg_replace": ("ice_replaced", "iceberg_plain"),
+    "delta_plain_rtas": ("delta_rtas", "delta_plain"),
+    "delta_replace": ("delta_replaced", "delta_plain"),
 }
+FORMAT_SPARK = "4.1.4"
+"""The newest Spark that both the Iceberg 1.11 and the Delta 4.4 runtimes support."""
+ICEBERG_CATALOG = "ice"
+ICEBERG_RUNTIME = "org.apache.iceberg:iceberg-spark-runtime-4.1_2.13:1.11.0"
+DELTA_JARS = ("io.delta:delta-spark_4.1_2.13", "io.delta:delta-storage")
 S3_DATABASE = "bench_s3"
 S3_BUCKET = "bench"
 PHASES = ("begin", "prepare", "audit", "commit", "statement")
@@ -137,7 +164,50 @@ def start_connect_server(root: Path, env: dict[str, str]) -> Any:
 
 
 def database_of(approach: str) -> str:
+    if approach.startswith("iceberg_"):
+        return f"{ICEBERG_CATALOG}.{DATABASE}"  # the same metastore database, through the Iceberg catalog
     return S3_DATABASE if approach.startswith("s3_") else DATABASE
+
+
+def in_format_world(approaches: list[str]) -> bool:
+    formats = {a.startswith(FORMATS) for a in approaches}
+    if len(formats) > 1:
+        raise SystemExit("Iceberg/Delta approaches run on another Spark than the others: benchmark them separately")
+    return formats == {True}
+
+
+def start_format_world(root: Path, env: dict[str, str]) -> Any:
+    """Spark 4.1.4 (its own pyspark venv: spark-submit, jars, the driver's Python), the Iceberg and
+    Delta runtimes from the pinned jar cache, and a metastore service that Spark's session catalog
+    (Delta's catalog) and the Iceberg catalog share. Returns the service, to stop."""
+    from ctas_devstack.metastore import HiveMetastore, write_spark_conf_dir
+    from tests.support.spark_versions import pyspark_venv
+
+    venv = pyspark_venv(FORMAT_SPARK)
+    python = str(venv / "bin" / "python")
+    fetch = [sys.executable, str(REPO / "scripts" / "fetch_jars.py")]
+    iceberg = subprocess.run([*fetch, "--path", ICEBERG_RUNTIME], capture_output=True, text=True, check=True)
+    delta = subprocess.run([*fetch, "--select", *DELTA_JARS], capture_output=True, text=True, check=True)
+    metastore = HiveMetastore(root / "hms").start()
+    catalog = f"spark.sql.catalog.{ICEBERG_CATALOG}"
+    write_spark_conf_dir(
+        root / "spark-conf",
+        {
+            **metastore.spark_conf(),
+            "spark.driver.memory": DRIVER_MEMORY,
+            "spark.jars": f"{iceberg.stdout.strip()},{delta.stdout.strip()}",
+            "spark.sql.extensions": "io.delta.sql.DeltaSparkSessionExtension",
+            "spark.sql.catalog.spark_catalog": "org.apache.spark.sql.delta.catalog.DeltaCatalog",
+            catalog: "org.apache.iceberg.spark.SparkCatalog",
+            f"{catalog}.type": "hive",
+            f"{catalog}.uri": metastore.uri,
+            # pyspark's metastore service has no ACID lock tables (as in the tests)
+            "spark.hadoop.iceberg.engine.hive.lock-enabled": "false",
+        },
+    )
+    env["PATH"] = f"{venv / 'bin'}{os.pathsep}{env['PATH']}"
+    env["CTAS_BENCH_PYTHON"] = python  # one_run.py: the drivers' Python is that release's
+    return metastore
 
 
 def start_s3_server(root: Path, env: dict[str, str]) -> Any:
@@ -155,6 +225,8 @@ def start_s3_server(root: Path, env: dict[str, str]) -> Any:
 
 
 def warehouse(root: Path, approach: str) -> Path:
+    if approach.startswith(FORMATS):
+        return root / "hms" / "warehouse"  # the metastore service's (HiveMetastore)
     return root / "connect" / "warehouse" if approach.startswith("connect_") else root / "warehouse"
 
 
@@ -237,6 +309,7 @@ def run_one(
 def measure(args: argparse.Namespace) -> dict[str, Any]:
     root = args.root.resolve()
     env = prepare(root)
+    formats = start_format_world(root, env) if in_format_world(args.approaches) else None
     connect = any(a.startswith("connect_") for a in args.approaches)
     s3 = start_s3_server(root, env) if any(a.startswith("s3_") for a in args.approaches) else None
     server = start_connect_server(root, env) if connect else None
@@ -247,6 +320,8 @@ def measure(args: argparse.Namespace) -> dict[str, Any]:
             server.stop()
         if s3 is not None:
             s3.stop()
+        if formats is not None:
+            formats.stop()
 
 
 def measure_sizes(
@@ -256,6 +331,12 @@ def measure_sizes(
         "machine": f"{platform.node()}: {os.cpu_count()} cores, {memory_gib():.0f} GiB, {platform.platform()}",
         "date": pendulum.now("UTC").to_iso8601_string(),
         "repeats": args.repeats,
+        "world": (
+            f"Spark {FORMAT_SPARK} (spark-submit, local[2]) with {ICEBERG_RUNTIME.split(':', 1)[1]} and Delta "
+            "4.4; a Hive metastore service shared by Delta's session catalog and the Iceberg catalog"
+            if in_format_world(args.approaches)
+            else None
+        ),
         "runs": [],
     }
     runs: list[dict[str, Any]] = data["runs"]
@@ -288,7 +369,9 @@ def measure_sizes(
                     f"publish {result.get('publish_seconds') or 0:6.3f}s  rss {result['peak_rss_mb']:6.0f} MB",
                     flush=True,
                 )
-        if size != args.sizes[-1]:  # the next run's prepare() removes the whole root: no JVM for the last
+        # The next run's prepare() removes the whole root: no JVM for the last size. The formats'
+        # tables stay (the session catalog cannot drop Iceberg's; each size has its own names).
+        if size != args.sizes[-1] and not in_format_world(args.approaches):
             _drop_size(env, prefix, s3, connect)
     return data
 
@@ -377,6 +460,17 @@ def render_report(data: dict[str, Any], rows: list[dict[str, Any]], plot_name: s
         "",
         *([f"- Machine: {data['machine']}"] if data["machine"] else []),
         *[f"- Run: {run}" for run in data["sessions"]],
+        *[f"- Formats: {world}; Airflow on SQLite" for world in data.get("worlds", [])],
+        *(
+            [
+                "- Every run is a one-task DAG run (`dag.test()`) in that world. Each Iceberg or Delta row is",
+                "  divided by the plain statement of the same format and query, unpartitioned, sent by",
+                "  `SparkSubmitOperator`: `create` by a plain CTAS, `replace` by a plain `CREATE OR REPLACE`",
+                "  (each seeded with a table first). The paragraphs below on the parquet rows do not apply.",
+            ]
+            if data.get("worlds")
+            else []
+        ),
         "- Every run is a one-task DAG run (`dag.test()`) on the embedded default: local[2] Spark via",
         "  spark-submit, embedded Derby metastore, Airflow on SQLite. Times are medians of the DAG run's",
         "  wall time. Bytes are read from the warehouse's files (plus staging a run wrote and deleted).",
@@ -544,6 +638,7 @@ def merge(saved: list[dict[str, Any]]) -> dict[str, Any]:
     one_machine = len({d["machine"] for d in saved}) == 1
     return {
         "machine": saved[0]["machine"] if one_machine else None,
+        "worlds": sorted({d["world"] for d in saved if d.get("world")}),
         "sessions": [
             f"{d['date']}{'' if one_machine else ' on ' + d['machine']}, "
             f"sizes {', '.join(sorted({size_label(r['size']) for r in d['runs']}))}: "

@@ -41,14 +41,35 @@ with DAG({dag_id!r}, schedule=None, start_date=pendulum.datetime(2024, 1, 1, tz=
 """
 
 
+FORMATS = ("iceberg", "delta")
+
+
 def partition_column(approach: str) -> str:
-    """The flip needs an unpartitioned target, so it and its baselines run unpartitioned ("-")."""
-    return "-" if approach.endswith(("_flat", "_flip")) else "country"
+    """The flip needs an unpartitioned target, so it and its baselines run unpartitioned ("-"), as
+    do the Iceberg and Delta rows (a replace keeps the table's shape there)."""
+    return "-" if approach.endswith(("_flat", "_flip")) or approach.startswith(FORMATS) else "country"
+
+
+def format_operator_source(approach: str, target: str, sql_file: str, result_file: str, conf: dict[str, str]) -> str:
+    """Iceberg/Delta: a plain CTAS or CREATE OR REPLACE through SparkSubmitOperator, or the atomic operator."""
+    table_format, kind = approach.split("_", 1)
+    if kind.startswith("plain"):
+        verb = "replace" if kind == "plain_rtas" else "create"
+        args = [target, "-", sql_file, result_file, table_format, verb]
+        return f"SparkSubmitOperator(task_id='ctas', application={str(APPS / 'plain_ctas.py')!r}, application_args={args!r}, conf={conf!r})"  # noqa: E501
+    sql = Path(sql_file).read_text()
+    return (
+        f"AtomicCtasOperator(task_id='ctas', target_table={target!r}, sql={sql!r}, mode={kind!r}, "
+        f"table_format={table_format!r}, conf={conf!r})"
+    )
 
 
 def operator_source(approach: str, target: str, sql_file: str, result_file: str) -> str:
     approach = approach.removeprefix("s3_")  # the same operators; the target's database is on S3
-    conf = {**CONF, "spark.pyspark.python": sys.executable, "spark.pyspark.driver.python": sys.executable}
+    python = os.environ.get("CTAS_BENCH_PYTHON", sys.executable)  # the Spark release's own, if another
+    conf = {**CONF, "spark.pyspark.python": python, "spark.pyspark.driver.python": python}
+    if approach.startswith(FORMATS):
+        return format_operator_source(approach, target, sql_file, result_file, conf)
     column = partition_column(approach)
     if approach in ("plain", "plain_flat"):
         args = [target, column, sql_file, result_file]
@@ -94,7 +115,7 @@ def main() -> int:
         "peak_rss_mb": resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024,
         "child_peak_rss_mb": resource.getrusage(resource.RUSAGE_CHILDREN).ru_maxrss / 1024,
     }
-    if approach.removeprefix("s3_").startswith(("atomic_", "connect_")) and "plain" not in approach:
+    if approach.removeprefix("s3_").startswith(("atomic_", "connect_", *FORMATS)) and "plain" not in approach:
         from airflow.models.xcom import XComModel
         from airflow.utils.session import create_session
 

@@ -1,6 +1,7 @@
 """Baseline (a): the CTAS a user runs today with ``SparkSubmitOperator``; not atomic.
 
 spark-submit plain_ctas.py <target> <partition column, or - for none> <file with the SELECT> <result json>
+             [<format, default parquet> <create | replace>]
 
 The result file records the CTAS statement's own time, to set against the atomic run's phases.
 """
@@ -12,12 +13,14 @@ import time
 from pyspark.sql import SparkSession
 
 target, partition_column, sql_file, result_file = sys.argv[1:5]
+table_format, verb = (sys.argv[5:7] + ["parquet", "create"][len(sys.argv[5:7]) :])[:2]
 spark = SparkSession.builder.enableHiveSupport().getOrCreate()
 with open(sql_file) as handle:
     select = handle.read()
 partitioned = f" PARTITIONED BY ({partition_column})" if partition_column != "-" else ""
 started = time.monotonic()
-spark.sql(f"CREATE TABLE {target} USING parquet{partitioned} AS {select}")
+create = "CREATE OR REPLACE TABLE" if verb == "replace" else "CREATE TABLE"
+spark.sql(f"{create} {target} USING {table_format}{partitioned} AS {select}")
 with open(result_file, "w") as handle:
     json.dump({"statement_seconds": time.monotonic() - started}, handle)
 spark.stop()

@@ -15,6 +15,7 @@ from typing import Any
 import pytest
 
 from airflow_provider_ctas.catalogs.iceberg.metadata import SPARK_CATALOG_CLASS, IcebergCatalog
+from airflow_provider_ctas.catalogs.iceberg.rebase import REBASED_FROM
 from airflow_provider_ctas.catalogs.iceberg.table import BEGUN_PREFIX, FENCE_PREFIX
 from airflow_provider_ctas.core import markers
 from airflow_provider_ctas.core.errors import InvalidInputError, UnsupportedTargetError
@@ -240,21 +241,22 @@ def _probe(reader: IcebergReader, database: str, target: str) -> FormatProbe:
     )
 
 
-@pytest.mark.parametrize("mode", ["create", "replace"])
+@pytest.mark.parametrize("mode", ["create", "replace", "overwrite_partitions"])
 def test_killed_tries_leave_nothing_and_a_retry_after_a_landed_commit_writes_nothing(
     stack, reader, on_spark41, database, tmp_path, mode
 ):
     """Try 1's driver is SIGKILLed mid-write: nothing published. Try 2's task process is SIGKILLed
     right after its publish: try 3 reports already_published and commits no new snapshot."""
     target = f"{CATALOG}.{database}.killed_{mode}"
-    if mode == "replace":
+    if mode != "create":
+        partitioned = ("PARTITIONED BY (part)", ", 'p' AS part") if mode == "overwrite_partitions" else ("", "")
         reader.rows(
-            f"CREATE TABLE {target} USING iceberg AS SELECT id, CAST(0 AS BIGINT) AS written_by_try, "
-            "CAST(NULL AS STRING) AS pause FROM range(5)"
+            f"CREATE TABLE {target} USING iceberg {partitioned[0]} AS SELECT id, CAST(0 AS BIGINT) AS written_by_try, "
+            f"CAST(NULL AS STRING) AS pause{partitioned[1]} FROM range(5)"
         )
     result = kill_mid_write_then_after_publish(_probe(reader, database, target), target, mode, on_spark41, tmp_path)
     assert result["try1"] != "success" and result["left1"] == []
-    assert result["published_before"] is (mode == "replace")
+    assert result["published_before"] is (mode != "create")
     assert "already published by try 2" in (tmp_path / "try3.log").read_text(errors="replace")
     assert result["try3"] == "success" and result["new_versions"] == 0, "the retry wrote nothing"
     assert reader.rows(f"SELECT DISTINCT written_by_try FROM {target}") == [[2]]
@@ -319,3 +321,127 @@ def test_gc_removes_what_a_killed_try_left_and_nothing_else(stack, reader, on_sp
     assert reader.value(f"SELECT count(*) FROM {target}") == 30
     assert reader.properties(target)["owner_note"] == "kept"
     assert not reader.exists(orphan)
+
+
+def _per_partition(reader: IcebergReader, target: str, column: str) -> list[list[Any]]:
+    return reader.rows(f"SELECT {column}, count(*) FROM {target} GROUP BY {column} ORDER BY {column}")
+
+
+def test_overwrite_partitions_switches_only_the_partitions_written(stack, reader, on_spark41, database):
+    target = f"{CATALOG}.{database}.daily"
+    parts = {"mode": "overwrite_partitions", "partition_by": ["ds"]}
+    state, txn = _ctas("ice_parts_1", on_spark41, target_table=target, **parts,
+                       sql="SELECT id, IF(id < 30, 'a', 'b') AS ds FROM range(50)")  # fmt: skip
+    assert state == "success" and txn["details"]["publish"]["mechanism"] == "rename", txn
+    assert reader.rows(f"SELECT partition.ds FROM {target}.partitions ORDER BY 1") == [["a"], ["b"]]
+    before = reader.value(f"SELECT snapshot_id FROM {target}.refs WHERE name = 'main'")
+
+    # Replaces b (20 rows -> 5) and adds c; a stays. The staged checks see only the 10 rows written.
+    checks = [
+        {"type": "row_count", "min": 10, "max": 10},
+        {"type": "row_count_change", "min_ratio": 0.4, "name": "per partition"},
+        {"type": "row_count", "min": 40, "max": 40, "scope": "result", "name": "table rows"},
+    ]
+    sql = "SELECT id, IF(id < 5, 'b', 'c') AS ds FROM range(10)"
+    state, txn = _ctas("ice_parts_2", on_spark41, target_table=target, **parts, sql=sql, checks=checks)
+    assert state == "success", txn
+    assert [(c["name"], c["value"]) for c in txn["details"]["checks"]] == [
+        ("row_count", 10), ("per partition", 0.5), ("table rows", 40)
+    ]  # fmt: skip
+    assert txn["details"]["publish"]["mechanism"] == "branch"
+    assert txn["details"]["publish"]["partitions"] == ["ds=b", "ds=c"]
+    assert _per_partition(reader, target, "ds") == [["a", 30], ["b", 5], ["c", 5]]
+    assert reader.current_summary(target)[markers.DAG_ID] == "ice_parts_2"
+    assert reader.value(f"SELECT count(*) FROM {target} VERSION AS OF {before}") == 50, "the old version stays"
+    assert _leftovers(reader, database, target) == []
+
+    # A failed check publishes nothing.
+    shrink = [{"type": "row_count_change", "min_ratio": 0.5}]
+    state, txn = _ctas("ice_parts_3", on_spark41, target_table=target, **parts, checks=shrink,
+                       sql="SELECT id, 'a' AS ds FROM range(3)")  # fmt: skip
+    assert state == "failed" and txn["details"]["error"]["code"] == "AUDIT_FAILED", txn
+    assert _per_partition(reader, target, "ds") == [["a", 30], ["b", 5], ["c", 5]]
+    assert _leftovers(reader, database, target) == []
+
+    # Partitions named other than the table's are refused before any data is written.
+    state, txn = _ctas("ice_parts_4", on_spark41, target_table=target, mode="overwrite_partitions",
+                       partition_by=["id"], sql="SELECT id, 'a' AS ds FROM range(3)")  # fmt: skip
+    assert state == "failed" and txn["details"]["error"]["code"] == "UNSUPPORTED_TARGET", txn
+    assert "keeps the table's partitioning" in txn["details"]["error"]["message"]
+    assert _leftovers(reader, database, target) == []
+
+
+def test_backfill_dates_race_to_create_and_to_publish_and_all_land(stack, reader, on_spark41, database, tmp_path):
+    """Two task instances overwrite their own partition of a missing table, both at their publish at
+    once: one creates the table, the other writes into it. Then again on the existing table: the
+    second to publish finds main moved and re-applies its partition on it, without a retry."""
+    target = f"{CATALOG}.{database}.first_use"
+    probe = _probe(reader, database, target)
+    race = {"mode": "overwrite_partitions", "partition_by": ["writer"]}
+    (tmp_path / "created").mkdir()
+    (tmp_path / "moved").mkdir()
+    states = race_two_creators(probe, target, on_spark41, tmp_path / "created", name="first_use", **race)
+    assert states == {1: "success", 2: "success"}
+    assert _per_partition(reader, target, "writer") == [[1, 100], [2, 200]]
+    assert _leftovers(reader, database, target) == []
+
+    reader.rows(f"INSERT INTO {target} SELECT id, 9 AS writer FROM range(7)")
+    states = race_two_creators(probe, target, on_spark41, tmp_path / "moved", name="moved", **race)
+    assert states == {1: "success", 2: "success"}
+    assert _per_partition(reader, target, "writer") == [[1, 100], [2, 200], [9, 7]], "overwritten, not appended"
+    summaries = [dict(r[0]) for r in reader.rows(f"SELECT summary FROM {target}.snapshots")]
+    assert sum(REBASED_FROM in s for s in summaries) == 1, "the second publisher re-applied its partition"
+    assert _leftovers(reader, database, target) == []
+
+
+def test_a_concurrent_write_to_the_same_partition_is_not_overwritten(stack, reader, on_spark41, database, tmp_path):
+    """Another writer changes the partition a try overwrites between its write and its publish: the
+    try publishes nothing (no lost update) and leaves nothing."""
+    target = f"{CATALOG}.{database}.contested"
+    reader.rows(f"CREATE TABLE {target} USING iceberg PARTITIONED BY (ds) AS SELECT id, 'a' AS ds FROM range(4)")
+    make_dag("ice_contested", target_table=target, mode="overwrite_partitions", partition_by=["ds"],
+             sql="SELECT id, 'a' AS ds FROM range(50)", table_format="iceberg", conf=on_spark41)  # fmt: skip
+    progress, release = tmp_path / "progress", tmp_path / "release"
+    faults = {"progress_file": str(progress), "before_publish": {"wait_for": str(release)}}
+    trial = Trial(DAGS_FOLDER / "ice_contested.py", "ice_contested", "contested", tmp_path / "try1.log", faults)
+    trial.start()
+    wait_for_line(progress, "before_publish try=1", timeout=240)
+    reader.rows(f"INSERT INTO {target} SELECT id, 'a' AS ds FROM range(100, 103)")
+    release.touch()
+    assert trial.wait() == "failed"
+    error = xcom_value("ice_contested", "contested", "ctas_transaction")["details"]["error"]
+    assert error["code"] == "PUBLISH_FAILED" and "changed the partitions this try overwrites" in error["message"]
+    assert reader.value(f"SELECT count(*) FROM {target}") == 7, "the other writer's rows stay"
+    assert _leftovers(reader, database, target) == []
+
+
+def test_a_retry_finds_its_landed_partitions_after_another_date_published(
+    stack, reader, on_spark41, database, tmp_path
+):
+    """Try 1's task is SIGKILLed right after its publish; another task instance (the next date)
+    then publishes into the same table, so the table's properties name that one. Try 2 still finds
+    try 1's snapshot in main's history: already_published, no new snapshot."""
+    target = f"{CATALOG}.{database}.landed"
+    reader.rows(f"CREATE TABLE {target} USING iceberg PARTITIONED BY (ds) AS SELECT id, 'w' AS ds FROM range(4)")
+    parts: dict[str, Any] = {"target_table": target, "mode": "overwrite_partitions", "partition_by": ["ds"]}
+    make_dag("ice_landed", retries=2, sql="SELECT id, 'x' AS ds FROM range(10)", conf=on_spark41,
+             table_format="iceberg", **parts)  # fmt: skip
+    progress = tmp_path / "progress"
+    faults = {"progress_file": str(progress), "after_publish": {"sleep": 60, "only_try": 1}}
+    dag_file = DAGS_FOLDER / "ice_landed.py"
+    first = Trial(dag_file, "ice_landed", "landed", tmp_path / "try1.log", faults).start()
+    wait_for_line(progress, "after_publish try=1", timeout=240)
+    first.signal_group(signal.SIGKILL)
+    first.wait()
+    wait_for_drivers_to_exit(target)
+
+    state, _ = _ctas("ice_next_date", on_spark41, sql="SELECT id, 'y' AS ds FROM range(3)", **parts)
+    assert state == "success"
+    assert reader.properties(target)[markers.DAG_ID] == "ice_next_date"
+    snapshots = reader.value(f"SELECT count(*) FROM {target}.snapshots")
+
+    assert Trial(dag_file, "ice_landed", "landed", tmp_path / "try2.log").start().wait() == "success"
+    assert "already published by try 1" in (tmp_path / "try2.log").read_text(errors="replace")
+    assert reader.value(f"SELECT count(*) FROM {target}.snapshots") == snapshots, "the retry wrote nothing"
+    assert _per_partition(reader, target, "ds") == [["w", 4], ["x", 10], ["y", 3]]
+    assert _leftovers(reader, database, target) == []

@@ -4,14 +4,17 @@ begin    checks the catalog, decides what the target allows, cleans up earlier t
          transaction and stages: a new target as an empty staging table with its markers, a
          replaced one as this try's branch of the target, created from ``main`` in the same metadata
          swap that raises the transaction's fence to this try and drops earlier tries' branches;
-prepare  writes the query: appended to the staging table, or overwriting the branch (``main`` is
-         untouched, readers see the old version); the snapshot summary carries the provenance;
+prepare  writes the query: appended to the staging table, or overwriting the branch, or (for
+         ``overwrite_partitions``) the partitions it produces on the branch (``main`` is untouched,
+         readers see the old version); the snapshot summary carries the provenance;
 audit    (with checks) evaluates them on the staging table or the branch; a failed check publishes
          nothing;
 commit   a new target: renames staging to it (one metastore call, fails if the target appeared);
          a replaced one: one metadata swap that moves ``main`` to the branch's snapshot only if the
          fence still names this try, the branch is this try's and ``main`` has not moved since
          begin, and that in the same swap drops the branch and the fence and records provenance;
+         ``overwrite_partitions`` first re-applies its partitions on a ``main`` that moved meanwhile
+         (``rebase.py``), and writes into a target that another task instance created meanwhile;
 abort    drops this and earlier tries' staging tables and branches (their markers checked first).
 """
 
@@ -27,10 +30,12 @@ from airflow_provider_ctas.catalogs.audit import AuditTarget
 from airflow_provider_ctas.catalogs.existing_target import after_lost_race, nothing_to_do
 from airflow_provider_ctas.catalogs.iceberg import metadata as md
 from airflow_provider_ctas.catalogs.iceberg.metadata import IcebergCatalog
+from airflow_provider_ctas.catalogs.iceberg.rebase import partition_names, rebase
 from airflow_provider_ctas.catalogs.iceberg.table import IcebergTable, begun_key, branch_try, fence_key
 from airflow_provider_ctas.catalogs.phase_executor import PhaseExecutor
 from airflow_provider_ctas.catalogs.query import as_subquery
 from airflow_provider_ctas.catalogs.session_catalog.catalog import now_iso
+from airflow_provider_ctas.catalogs.table_modes import Mode
 from airflow_provider_ctas.core import markers
 from airflow_provider_ctas.core.errors import (
     DatabaseNotFoundError,
@@ -53,6 +58,8 @@ if TYPE_CHECKING:
     from airflow_provider_ctas.spark.engine import Reporter
 
 SNAPSHOT_PROPERTY = "snapshot-property."
+REBASES = 5
+"""How often an ``overwrite_partitions`` publish re-applies its partitions on a ``main`` that keeps moving."""
 
 
 class IcebergExecutor(PhaseExecutor[IcebergTable]):
@@ -64,6 +71,7 @@ class IcebergExecutor(PhaseExecutor[IcebergTable]):
         self.base_snapshot: int | None = None
         """``main`` when this try's branch was made from it; None when staging is a new table."""
         self.columns: list[str] = []
+        self.schema: StructType | None = None
 
     def clean_up_this_try(self) -> list[str]:
         return self._clean_tries(up_to=self.table.try_number)
@@ -87,7 +95,7 @@ class IcebergExecutor(PhaseExecutor[IcebergTable]):
             report.touched += self._drop_staging(up_to=self.table.try_number - 1)
         existing = catalog.load(target)
         self.began = True
-        if existing is not None and self._nothing_to_do(md.properties(existing.operations().refresh())):
+        if existing is not None and self._nothing_to_do(self._published_markers(existing)):
             report.note = f"outcome {self.outcome}; nothing staged"
             return
         schema = self._analyse()
@@ -100,6 +108,17 @@ class IcebergExecutor(PhaseExecutor[IcebergTable]):
     def _nothing_to_do(self, props: Mapping[str, str]) -> bool:
         return nothing_to_do(self.table, props, self.progress, self.details, self.log)
 
+    def _published_markers(self, existing: Any) -> Mapping[str, str]:
+        """The markers of the target's last publish, or, for a retry of ``overwrite_partitions``, of
+        this transaction's snapshot in ``main``'s history: other task instances publish to the same
+        table, so its properties may name a later one."""
+        current = existing.operations().refresh()
+        props = md.properties(current)
+        retried = self.table.mode is Mode.OVERWRITE_PARTITIONS and self.table.try_number > 1
+        if retried and not markers.owned_by(props, self.table.txn_id):
+            return md.ancestor_summary(current, self.table.txn_id) or props
+        return props
+
     def _analyse(self) -> StructType:
         schema = analyse_query(self.spark, self.request.sql, self.engine, self.log, self.details)
         missing = [c for c in self.table.partition_by if c not in {f.name.lower() for f in schema.fields}]
@@ -107,6 +126,7 @@ class IcebergExecutor(PhaseExecutor[IcebergTable]):
             raise InvalidInputError(f"partition_by names {missing}, which the query does not produce")
         describe_schema(schema, self.details)
         self.columns = [f.name for f in schema.fields]
+        self.schema = schema
         return schema
 
     def _create_staging(self, schema: StructType) -> str:
@@ -131,6 +151,13 @@ class IcebergExecutor(PhaseExecutor[IcebergTable]):
         target, txn, try_number = self.table.target, self.table.txn_id, self.table.try_number
         current = existing.operations().refresh()
         _require_same_shape(target.qualified, current, schema, self.table.partition_by)
+        if self.table.mode is Mode.OVERWRITE_PARTITIONS and md.identity_partitioning(current) != list(
+            self.table.partition_by
+        ):
+            raise UnsupportedTargetError(
+                f"{target} is partitioned by {[str(f) for f in current.spec().fields()]}, not by the columns "
+                f"{list(self.table.partition_by)}; overwrite_partitions keeps the table's partitioning"
+            )
         branch, fence = self.table.branch, fence_key(txn)
         begun = json.dumps({"begun_at": now_iso(), "task": self.table.key.to_dict()}, sort_keys=True)
 
@@ -162,24 +189,29 @@ class IcebergExecutor(PhaseExecutor[IcebergTable]):
     def prepare(self, report: PhaseReport) -> None:
         if self.request.sql is None:
             raise InvalidInputError("no SQL was sent for this transaction")
+        self.fault("before_write")
+        report.touched.append(self._write(f"prepare {self.table.target}"))
+        self.progress.reached = Reached.PREPARED
+        self.fault("after_prepare")
+
+    def _write(self, what: str) -> str:
         from pyspark.sql.functions import lit
 
-        frame = self.spark.sql(as_subquery(self.request.sql))
+        frame = self.spark.sql(as_subquery(self.request.sql or ""))
         provenance = self.table.marker_properties(created_at=now_iso(), provider_version=__version__)
-        target, into = self.table.target, self._staged()
+        into = self._staged()
         writer = frame.writeTo(into).options(**{SNAPSHOT_PROPERTY + k: v for k, v in provenance.items()})
-        self.fault("before_write")
-        with self.engine.progress(f"prepare {target}", self.log):
+        with self.engine.progress(what, self.log):
             if self.base_snapshot is None:
                 writer.append()
+            elif self.table.mode is Mode.OVERWRITE_PARTITIONS:
+                writer.overwritePartitions()
             else:
                 writer.overwrite(lit(True))
         written = self._written_snapshot()
         self.details["row_count"] = int(written.get("added-records", "0"))
         self.details["snapshot_id"] = int(written["snapshot-id"])
-        report.touched.append(f"{into} (snapshot {written['snapshot-id']}, {self.details['row_count']} rows written)")
-        self.progress.reached = Reached.PREPARED
-        self.fault("after_prepare")
+        return f"{into} (snapshot {written['snapshot-id']}, {self.details['row_count']} rows written)"
 
     def _staged(self) -> str:
         """Where this try's version is written: the staging table, or this try's branch of the target."""
@@ -188,8 +220,22 @@ class IcebergExecutor(PhaseExecutor[IcebergTable]):
         return f"{self.table.target.quoted}.{quote('branch_' + self.table.branch)}"
 
     def audit_target(self) -> AuditTarget:
-        published = None if self.base_snapshot is None else self.table.target.quoted  # main: the current version
-        return AuditTarget(staged=self._staged(), published=published, columns=self.columns)
+        if self.base_snapshot is None:
+            return AuditTarget(staged=self._staged(), published=None, columns=self.columns)
+        target = self.table.target.quoted  # main: the current version
+        if self.table.mode is not Mode.OVERWRITE_PARTITIONS:
+            return AuditTarget(staged=self._staged(), published=target, columns=self.columns)
+        # What this try wrote: the branch's rows in the partitions its snapshot added files to.
+        snapshot = self.details.get("snapshot_id") or self.base_snapshot
+        same = " AND ".join(f"w.{quote(c)} <=> e.data_file.partition.{quote(c)}" for c in self.table.partition_by)
+        staged = (
+            f"(SELECT * FROM {target} VERSION AS OF {snapshot} AS w WHERE EXISTS (SELECT 1 FROM "
+            f"{target}.entries VERSION AS OF {snapshot} AS e WHERE e.status = 1 AND e.snapshot_id = {snapshot} "
+            f"AND {same}))"
+        )
+        return AuditTarget(
+            staged=staged, published=target, columns=self.columns, replaced_partitions_of=self.table.partition_by
+        )
 
     def _written_snapshot(self) -> dict[str, str]:
         catalog = self._catalog()
@@ -200,6 +246,8 @@ class IcebergExecutor(PhaseExecutor[IcebergTable]):
             snapshot_id = md.main_snapshot(meta) if self.base_snapshot is None else md.refs(meta).get(self.table.branch)
         if meta is None or snapshot_id is None:
             raise FencedError("this try's staged snapshot is gone: a newer try of this task instance took over")
+        if snapshot_id == self.base_snapshot:  # a partition overwrite of no rows commits nothing
+            return {"added-records": "0", "snapshot-id": str(snapshot_id)}
         return {**md.summary(meta, snapshot_id), "snapshot-id": str(snapshot_id)}
 
     def commit(self, report: PhaseReport) -> None:
@@ -256,7 +304,19 @@ class IcebergExecutor(PhaseExecutor[IcebergTable]):
         current = catalog.current(target)
         catalog.drop(staging)
         report.touched.append(f"{staging} (dropped: {target} appeared)")
-        after_lost_race(self.table, md.properties(current) if current is not None else {}, self.progress, self.details)
+        props = md.properties(current) if current is not None else {}
+        existing = catalog.load(target)
+        schema, ours = self.schema, markers.owned_by(props, self.table.txn_id)
+        if self.table.mode is Mode.OVERWRITE_PARTITIONS and existing is not None and schema is not None and not ours:
+            # Another task instance created it first (a backfill's first dates): no earlier try of
+            # this one wrote into it; this try's partitions go into it, staged as for any target.
+            report.touched.append(self._create_branch(existing, schema))
+            report.touched.append(self._write(f"commit {target}"))
+            if self.checks:  # what is published is this second write: the checks see it
+                self.audit(report)
+            self._publish_branch(report)
+            return
+        after_lost_race(self.table, props, self.progress, self.details)
 
     def _publish_branch(self, report: PhaseReport) -> None:
         catalog, target, txn, try_number = self._catalog(), self.table.target, self.table.txn_id, self.table.try_number
@@ -271,32 +331,63 @@ class IcebergExecutor(PhaseExecutor[IcebergTable]):
             markers.ROW_COUNT: str(self.details.get("row_count", "")),
             **self.audit_provenance(),
         }
+        partial = self.table.mode is Mode.OVERWRITE_PARTITIONS
+        staged_nothing = partial and self.details.get("snapshot_id") == self.base_snapshot
+        moved: list[int] = []
 
-        def publish(base: Any, builder: Any) -> Any:
+        def still_ours(base: Any) -> None:
             fenced_at = md.properties(base).get(fence)
-            staged = md.refs(base).get(branch)
-            if fenced_at != str(try_number) or staged is None:
+            if fenced_at != str(try_number) or branch not in md.refs(base):
                 raise FencedError(
                     f"try {fenced_at or 'of another run'} of this task instance took over {target}; try "
                     f"{try_number} must not publish"
                 )
-            main = md.main_snapshot(base)
-            if main != self.base_snapshot or md.parent_id(base, staged) != main:
-                raise PublishError(
-                    f"{target} changed since this try began (main is snapshot {main}, was {self.base_snapshot}): "
-                    "another writer committed; the next try builds on the new version"
-                )
+
+        def publish(base: Any, builder: Any) -> Any | None:
+            still_ours(base)
+            staged = md.refs(base)[branch]
+            moved.clear()
+            if not staged_nothing and self._main_moved(base, staged):
+                moved.append(staged)
+                return None
+            if not staged_nothing:
+                builder = builder.setBranchSnapshot(staged, "main")
             return (
-                builder.setBranchSnapshot(staged, "main")
-                .removeRef(branch)
+                builder.removeRef(branch)
                 .removeProperties(catalog.java_set([fence, begun_key(txn)]))
                 .setProperties(provenance)
             )
 
-        catalog.commit(existing, publish)
+        staged = self.details["snapshot_id"]
+        for _ in range(REBASES):
+            catalog.commit(existing, publish)
+            if not moved:
+                break
+            staged = rebase(catalog, existing, branch=branch, staged=moved[0], began_from=self.base_snapshot or 0,
+                            still_ours=still_ours, summary=provenance)  # fmt: skip
+            report.touched.append(f"{target} (branch {branch}: partitions re-applied on the moved main, {staged})")
+            self.details["snapshot_id"] = staged
+        else:
+            raise PublishError(f"{target}'s main kept moving; {REBASES} re-applications did not catch up")
         self.progress.publish()
         self.details["publish"] = {"mechanism": "branch", "snapshot_id": self.details.get("snapshot_id")}
+        if partial:
+            self.details["publish"]["partitions"] = [] if staged_nothing else partition_names(existing, staged)
         report.touched.append(f"{target} (main -> snapshot {self.details.get('snapshot_id')} of branch {branch})")
+
+    def _main_moved(self, base: Any, staged: int) -> bool:
+        """Whether ``main`` has moved past the snapshot this try's branch was staged on: an
+        ``overwrite_partitions`` try then re-applies its partitions; a replace must not publish."""
+        main = md.main_snapshot(base)
+        partial = self.table.mode is Mode.OVERWRITE_PARTITIONS
+        if md.parent_id(base, staged) == main and (partial or main == self.base_snapshot):
+            return False
+        if not partial:
+            raise PublishError(
+                f"{self.table.target} changed since this try began (main is snapshot {main}, was "
+                f"{self.base_snapshot}): another writer committed; the next try builds on the new version"
+            )
+        return True
 
     def abort(self, report: PhaseReport) -> None:
         report.touched += self._clean_tries(up_to=self.table.try_number)
@@ -360,7 +451,8 @@ def _require_same_shape(target: str, metadata: Any, schema: StructType, partitio
     spec = [str(f.name()) for f in metadata.spec().fields()]
     if partition_by and list(partition_by) != spec:
         raise UnsupportedTargetError(
-            f"partition_by {list(partition_by)} differs from {target}'s partitioning {spec}; a replace keeps it"
+            f"partition_by {list(partition_by)} differs from {target}'s partitioning {spec}; a replace or "
+            "overwrite_partitions keeps the table's partitioning"
         )
 
 

@@ -19,6 +19,7 @@ from typing import TYPE_CHECKING, Any
 
 from airflow_provider_ctas.core.errors import InvalidInputError, PublishError, UnsupportedTargetError
 from airflow_provider_ctas.core.identifiers import TableRef
+from airflow_provider_ctas.core.markers import TXN_ID
 from airflow_provider_ctas.spark.engine import is_connect
 from airflow_provider_ctas.spark.errors import first_line
 from airflow_provider_ctas.spark.runtime import require_runtime
@@ -163,3 +164,27 @@ def parent_id(metadata: Any, snapshot_id: int) -> int | None:
 def main_snapshot(metadata: Any) -> int | None:
     snapshot = metadata.currentSnapshot()
     return None if snapshot is None else int(snapshot.snapshotId())
+
+
+def ancestor_summary(metadata: Any, txn_id: str) -> dict[str, str] | None:
+    """The summary of the newest snapshot in ``main``'s history that transaction ``txn_id`` wrote,
+    or None: how a retry finds its earlier try's partition overwrite after other writers moved on."""
+    snapshot = metadata.currentSnapshot()
+    while snapshot is not None:
+        found = {str(k): str(v) for k, v in dict(snapshot.summary()).items()}
+        if found.get(TXN_ID) == txn_id:
+            return found
+        parent = snapshot.parentId()
+        snapshot = None if parent is None else metadata.snapshot(parent)
+    return None
+
+
+def identity_partitioning(metadata: Any) -> list[str] | None:
+    """The source columns of the table's partitioning when every field is an identity transform;
+    None when any is not (``days(ts)``, ``bucket(8, id)``...)."""
+    schema, columns = metadata.schema(), []
+    for field in metadata.spec().fields():
+        if str(field.transform()) != "identity":
+            return None
+        columns.append(str(schema.findColumnName(field.sourceId())).lower())
+    return columns

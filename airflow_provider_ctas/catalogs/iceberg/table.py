@@ -5,7 +5,8 @@ ownership markers, and published by a catalog rename (one metastore call; Iceber
 move their files). A replaced target is staged on a branch of the target itself,
 ``ctas_<txn>_t<try>``, created at begin from the current ``main``; the publish points ``main`` at the
 branch's snapshot in one compare-and-swap of the table metadata whose preconditions are checked on
-the very metadata it replaces (see ``metadata.py``).
+the very metadata it replaces (see ``metadata.py``). ``overwrite_partitions`` stages the same way,
+its branch holding a dynamic partition overwrite, re-applied on a ``main`` that moved (``rebase.py``).
 """
 
 from __future__ import annotations
@@ -54,6 +55,7 @@ class IcebergTable(WholeTable):
     table_format = FORMAT
     format_name = "Iceberg"
     no_swap_because = "a replace never swaps tables"
+    overwrites_partitions = True
 
     @classmethod
     def parse_target(cls, text: object) -> TableRef:
