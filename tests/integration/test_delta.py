@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import json
 import re
+import signal
 import time
 from collections.abc import Iterator
 from pathlib import Path
@@ -31,6 +32,7 @@ from tests.support.format_scenarios import (
     race_two_creators,
     record_format_cell,
 )
+from tests.support.gc import entries, gc_cli
 from tests.support.processes import wait_for_line
 from tests.support.spark_versions import on_release
 from tests.support.table_reader import SPARK_FOR_FORMATS, TablePoller
@@ -271,3 +273,44 @@ def test_a_backfill_s_first_dates_race_to_create_and_both_publish(stack, spark, 
     assert states == {1: "success", 2: "success"}
     assert reader.rows(f"SELECT writer, count(*) FROM {target} GROUP BY writer ORDER BY writer") == [[1, 100], [2, 200]]
     assert _leftovers(spark, reader, database) == []
+
+
+def test_gc_removes_a_killed_try_s_staging_table_and_nothing_else(stack, spark, reader, on_spark41, database, tmp_path):
+    """GC with Delta's catalog. A create try SIGKILLed with its task after its staging commit (no
+    abort, no retry) leaves its staging table with its markers: kept while younger than min_age,
+    then dropped with its files. A reserved-name directory without this provider's marker file
+    (what a staging write killed before its commit leaves: Delta's files, no marker) and the
+    database's Delta tables stay."""
+    target = f"{database}.gc_new"
+    make_dag("delta_gc_killed", target_table=target, sql="SELECT id FROM range(5)", table_format="delta",
+             conf=on_spark41)  # fmt: skip
+    progress = tmp_path / "progress"
+    faults = {"progress_file": str(progress), "after_prepare": {"wait_for": str(tmp_path / "never")}}
+    trial = Trial(DAGS_FOLDER / "delta_gc_killed.py", "delta_gc_killed", "gc_killed", tmp_path / "try1.log", faults)
+    trial.start()
+    wait_for_line(progress, "after_prepare try=1", timeout=240)
+    trial.signal_group(signal.SIGKILL)  # the task and its driver: nothing runs an abort
+    trial.wait()
+    wait_for_drivers_to_exit(target)
+    [staging] = reader.staging_tables(database)
+    location = Path(urlparse(spark.catalog.getDatabase(database).locationUri).path)
+    assert (location / staging).is_dir()
+    unmarked = location / markers.staging_name("f" * 32, 1)
+    unmarked.mkdir()
+    (unmarked / "part-00000-0.snappy.parquet").write_bytes(b"PAR1")
+    kept_table = f"{database}.kept_delta"
+    reader.rows(f"CREATE TABLE {kept_table} USING delta AS SELECT 7 AS id")
+    conf = [arg for key, value in on_spark41.items() for arg in ("--conf", f"{key}={value}")]
+
+    young = gc_cli("--database", database, "--min-age", "1h", *conf)
+    assert not entries(young, "removed"), young
+    assert "younger than min_age" in entries(young, "kept")[f"spark_catalog.{database}.{staging}"]
+
+    report = gc_cli("--database", database, "--min-age", "0s", *conf)
+    removed, kept = entries(report, "removed"), entries(report, "kept")
+    assert removed[f"spark_catalog.{database}.{staging}"] == "orphan staging table (with its data)", report
+    assert kept[next(k for k in kept if k.endswith(unmarked.name))].startswith("reserved name but no marker")
+    assert reader.staging_tables(database) == [] and not (location / staging).exists()
+    assert (unmarked / "part-00000-0.snappy.parquet").exists()
+    assert reader.value(f"SELECT id FROM {kept_table}") == 7
+    assert not reader.exists(target)

@@ -170,10 +170,7 @@ class IcebergExecutor(PhaseExecutor[IcebergTable]):
                 raise UnsupportedTargetError(
                     f"{target} has no snapshot yet (created empty); insert into it once, or drop it, first"
                 )
-            for name in md.refs(base):
-                older = branch_try(name, txn)
-                if older is not None and older != try_number:
-                    builder = builder.removeRef(name)
+            builder = _without_other_tries(base, builder, txn, try_number)
             self.base_snapshot = main
             return builder.setRef(branch, self._catalog().branch_ref(main)).setProperties(
                 {fence: str(try_number), begun_key(txn): begun}
@@ -225,13 +222,16 @@ class IcebergExecutor(PhaseExecutor[IcebergTable]):
         target = self.table.target.quoted  # main: the current version
         if self.table.mode is not Mode.OVERWRITE_PARTITIONS:
             return AuditTarget(staged=self._staged(), published=target, columns=self.columns)
-        # What this try wrote: the branch's rows in the partitions its snapshot added files to.
-        snapshot = self.details.get("snapshot_id") or self.base_snapshot
+        # What this try wrote: the branch's rows in the partitions its snapshot added files to
+        # (nothing before prepare, or when the query produced no rows).
+        snapshot = self.details.get("snapshot_id")
         same = " AND ".join(f"w.{quote(c)} <=> e.data_file.partition.{quote(c)}" for c in self.table.partition_by)
         staged = (
             f"(SELECT * FROM {target} VERSION AS OF {snapshot} AS w WHERE EXISTS (SELECT 1 FROM "
             f"{target}.entries VERSION AS OF {snapshot} AS e WHERE e.status = 1 AND e.snapshot_id = {snapshot} "
             f"AND {same}))"
+            if snapshot is not None and snapshot != self.base_snapshot
+            else f"(SELECT * FROM {target} WHERE false)"
         )
         return AuditTarget(
             staged=staged, published=target, columns=self.columns, replaced_partitions_of=self.table.partition_by
@@ -352,8 +352,10 @@ class IcebergExecutor(PhaseExecutor[IcebergTable]):
                 return None
             if not staged_nothing:
                 builder = builder.setBranchSnapshot(staged, "main")
+            # An earlier try's branch here was re-made by a zombie's late write: it goes too.
             return (
-                builder.removeRef(branch)
+                _without_other_tries(base, builder, txn, try_number)
+                .removeRef(branch)
                 .removeProperties(catalog.java_set([fence, begun_key(txn)]))
                 .setProperties(provenance)
             )
@@ -435,6 +437,15 @@ class IcebergExecutor(PhaseExecutor[IcebergTable]):
 
         catalog.commit(existing, drop)
         return [f"{self.table.target} (branch {name} dropped)" for name in dropped]
+
+
+def _without_other_tries(base: Any, builder: Any, txn_id: str, try_number: int) -> Any:
+    """``builder`` without the branches of this transaction's other tries."""
+    for name in md.refs(base):
+        other = branch_try(name, txn_id)
+        if other is not None and other != try_number:
+            builder = builder.removeRef(name)
+    return builder
 
 
 def _require_same_shape(target: str, metadata: Any, schema: StructType, partition_by: tuple[str, ...]) -> None:
