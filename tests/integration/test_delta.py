@@ -8,7 +8,6 @@ from __future__ import annotations
 
 import json
 import re
-import signal
 import time
 from collections.abc import Iterator
 from pathlib import Path
@@ -28,6 +27,7 @@ from tests.support.faults import Trial, check_observations, summarize, wait_for_
 from tests.support.format_scenarios import (
     FormatProbe,
     kill_mid_write_then_after_publish,
+    kill_task_at,
     one_winner,
     race_two_creators,
     record_format_cell,
@@ -284,14 +284,7 @@ def test_gc_removes_a_killed_try_s_staging_table_and_nothing_else(stack, spark, 
     target = f"{database}.gc_new"
     make_dag("delta_gc_killed", target_table=target, sql="SELECT id FROM range(5)", table_format="delta",
              conf=on_spark41)  # fmt: skip
-    progress = tmp_path / "progress"
-    faults = {"progress_file": str(progress), "after_prepare": {"wait_for": str(tmp_path / "never")}}
-    trial = Trial(DAGS_FOLDER / "delta_gc_killed.py", "delta_gc_killed", "gc_killed", tmp_path / "try1.log", faults)
-    trial.start()
-    wait_for_line(progress, "after_prepare try=1", timeout=240)
-    trial.signal_group(signal.SIGKILL)  # the task and its driver: nothing runs an abort
-    trial.wait()
-    wait_for_drivers_to_exit(target)
+    kill_task_at("delta_gc_killed", "gc_killed", "after_prepare", target, tmp_path)
     [staging] = reader.staging_tables(database)
     location = Path(urlparse(spark.catalog.getDatabase(database).locationUri).path)
     assert (location / staging).is_dir()

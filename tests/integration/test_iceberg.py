@@ -7,7 +7,6 @@ runtime, ``tests/support/iceberg.py``) checks the tables.
 from __future__ import annotations
 
 import re
-import signal
 import time
 from collections.abc import Iterator
 from typing import Any
@@ -25,6 +24,7 @@ from tests.support.faults import Trial, check_observations, summarize, wait_for_
 from tests.support.format_scenarios import (
     FormatProbe,
     kill_mid_write_then_after_publish,
+    kill_task_at,
     one_winner,
     race_two_creators,
     record_format_cell,
@@ -284,14 +284,7 @@ def test_gc_removes_what_a_killed_try_left_and_nothing_else(stack, reader, on_sp
     reader.rows(f"CREATE TABLE {target} TBLPROPERTIES ('owner_note'='kept') AS SELECT id FROM range(30)")
     make_dag("ice_gc_killed", target_table=target, mode="replace", sql="SELECT id FROM range(5)",
              table_format="iceberg", conf=on_spark41)  # fmt: skip
-    progress = tmp_path / "progress"
-    faults = {"progress_file": str(progress), "after_prepare": {"wait_for": str(tmp_path / "never")}}
-    trial = Trial(DAGS_FOLDER / "ice_gc_killed.py", "ice_gc_killed", "gc_killed", tmp_path / "try1.log", faults)
-    trial.start()
-    wait_for_line(progress, "after_prepare try=1", timeout=240)
-    trial.signal_group(signal.SIGKILL)  # the task and its driver: nothing runs an abort
-    trial.wait()
-    wait_for_drivers_to_exit(target)
+    kill_task_at("ice_gc_killed", "gc_killed", "after_prepare", target, tmp_path)
     left = _leftovers(reader, database, target)
     assert len(left) == 3 and any(name.startswith("ctas_") for name in left), left
 
@@ -426,21 +419,16 @@ def test_a_retry_finds_its_landed_partitions_after_another_date_published(
     parts: dict[str, Any] = {"target_table": target, "mode": "overwrite_partitions", "partition_by": ["ds"]}
     make_dag("ice_landed", retries=2, sql="SELECT id, 'x' AS ds FROM range(10)", conf=on_spark41,
              table_format="iceberg", **parts)  # fmt: skip
-    progress = tmp_path / "progress"
-    faults = {"progress_file": str(progress), "after_publish": {"sleep": 60, "only_try": 1}}
-    dag_file = DAGS_FOLDER / "ice_landed.py"
-    first = Trial(dag_file, "ice_landed", "landed", tmp_path / "try1.log", faults).start()
-    wait_for_line(progress, "after_publish try=1", timeout=240)
-    first.signal_group(signal.SIGKILL)
-    first.wait()
-    wait_for_drivers_to_exit(target)
+    kill_task_at("ice_landed", "landed", "after_publish", target, tmp_path)
 
     state, _ = _ctas("ice_next_date", on_spark41, sql="SELECT id, 'y' AS ds FROM range(3)", **parts)
     assert state == "success"
     assert reader.properties(target)[markers.DAG_ID] == "ice_next_date"
     snapshots = reader.value(f"SELECT count(*) FROM {target}.snapshots")
 
-    assert Trial(dag_file, "ice_landed", "landed", tmp_path / "try2.log").start().wait() == "success"
+    assert (
+        Trial(DAGS_FOLDER / "ice_landed.py", "ice_landed", "landed", tmp_path / "try2.log").start().wait() == "success"
+    )
     assert "already published by try 1" in (tmp_path / "try2.log").read_text(errors="replace")
     assert reader.value(f"SELECT count(*) FROM {target}.snapshots") == snapshots, "the retry wrote nothing"
     assert _per_partition(reader, target, "ds") == [["w", 4], ["x", 10], ["y", 3]]

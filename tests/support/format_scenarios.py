@@ -140,3 +140,15 @@ def one_winner(probe: FormatProbe, states: dict[int, str]) -> tuple[int, dict[st
     winner = next(n for n, state in states.items() if state == "success")
     loser = xcom_value(f"{probe.table_format}_race_{3 - winner}", "race", "ctas_transaction")
     return winner, loser["details"]["error"]
+
+
+def kill_task_at(dag_id: str, run_id: str, point: str, target: str, tmp_path: Path) -> None:
+    """Runs try 1 of ``dag_id`` until its fault point ``point``, then SIGKILLs its task and driver
+    (their process group): no abort runs, no retry, as when a worker is lost."""
+    progress = tmp_path / "progress"
+    faults = {"progress_file": str(progress), point: {"wait_for": str(tmp_path / "never")}}
+    trial = Trial(DAGS_FOLDER / f"{dag_id}.py", dag_id, run_id, tmp_path / "try1.log", faults).start()
+    wait_for_line(progress, f"{point} try=1", timeout=240)
+    trial.signal_group(signal.SIGKILL)
+    trial.wait()
+    wait_for_drivers_to_exit(target)
