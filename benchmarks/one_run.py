@@ -45,13 +45,13 @@ FORMATS = ("iceberg", "delta")
 
 
 def partition_column(approach: str) -> str:
-    """The flip needs an unpartitioned target, so it and its baselines run unpartitioned ("-"), as
-    do the Iceberg and Delta rows (a replace keeps the table's shape there)."""
-    return "-" if approach.endswith(("_flat", "_flip")) or approach.startswith(FORMATS) else "country"
+    """The flip needs an unpartitioned target, so it and its baselines run unpartitioned ("-")."""
+    return "-" if approach.endswith(("_flat", "_flip")) else "country"
 
 
 def format_operator_source(approach: str, target: str, sql_file: str, result_file: str, conf: dict[str, str]) -> str:
-    """Iceberg/Delta: a plain CTAS or CREATE OR REPLACE through SparkSubmitOperator, or the atomic operator."""
+    """Iceberg/Delta, unpartitioned: a plain CTAS or CREATE OR REPLACE through SparkSubmitOperator, or
+    the atomic operator."""
     table_format, kind = approach.split("_", 1)
     if kind.startswith("plain"):
         verb = "replace" if kind == "plain_rtas" else "create"

@@ -13,7 +13,8 @@ import time
 from pyspark.sql import SparkSession
 
 target, partition_column, sql_file, result_file = sys.argv[1:5]
-table_format, verb = (sys.argv[5:7] + ["parquet", "create"][len(sys.argv[5:7]) :])[:2]
+table_format = sys.argv[5] if len(sys.argv) > 5 else "parquet"
+verb = sys.argv[6] if len(sys.argv) > 6 else "create"
 spark = SparkSession.builder.enableHiveSupport().getOrCreate()
 with open(sql_file) as handle:
     select = handle.read()

@@ -27,7 +27,7 @@ class DeltaDriver:
 
     def gc(self, spark: SparkSession, settings: Mapping[str, Any], log: Reporter) -> dict[str, Any]:
         raise InvalidInputError(
-            "airflow-ctas-gc covers session-catalog and Iceberg tables; a Delta try's staging table is dropped "
-            "by its own abort, or by the next try of the same task instance; files of a replace that never "
-            "committed are in no Delta version, and Delta's VACUUM removes them"
+            "Delta tables live in the session catalog: run airflow-ctas-gc without --catalog and with Delta's "
+            "catalog settings in --conf (it drops a killed try's marked staging table); files of a replace that "
+            "never committed are in no Delta version, and Delta's VACUUM removes them"
         )

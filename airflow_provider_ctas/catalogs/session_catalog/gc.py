@@ -31,13 +31,12 @@ class SessionCatalogGc:
         self.catalog = CatalogClient(spark)
         self.params = params
         self.ledger = GcLedger(params, log)
-        self.now = self.ledger.now
         self._readers: dict[str, dict[str, list[str]]] = {}
 
     def run(self) -> dict[str, Any]:
         for database in self.params.databases:
             if not self.catalog.spark.catalog.databaseExists(database):
-                self._note("kept", database, "database does not exist")
+                self.ledger.note("kept", database, "database does not exist")
                 continue
             for parsed, ref in self.catalog.reserved_tables(database):
                 info = self.catalog.table_info(ref)
@@ -46,14 +45,6 @@ class SessionCatalogGc:
             for name in self.catalog.fs.list_names(self.catalog.db_location(database)):
                 self._directory(database, name)
         return self.ledger.report()
-
-    # -- decisions -----------------------------------------------------------------------------
-
-    def _note(self, action: str, what: str, why: str, **extra: Any) -> None:
-        self.ledger.note(action, what, why, **extra)
-
-    def _blocked(self, what: str, txn_id: str, created: str | None, task: dict[str, Any]) -> bool:
-        return self.ledger.blocked(what, txn_id, created, task)
 
     def _location_of(self, qualified: str) -> str | None:
         try:
@@ -75,42 +66,44 @@ class SessionCatalogGc:
             self._backup(info)
             return
         if not ownership.is_staging_named(props, parsed):
-            self._note("kept", what, "reserved name without this provider's markers")
+            self.ledger.note("kept", what, "reserved name without this provider's markers")
             return
         txn_id = props[markers.TXN_ID]
         task = markers.task_of(props)
-        if self._blocked(what, txn_id, props.get(markers.CREATED_AT), task):
+        if self.ledger.blocked(what, txn_id, props.get(markers.CREATED_AT), task):
             return
         live = self._location_of(props.get(markers.TARGET, ""))
         if info.table_type != "EXTERNAL" and live and info.location and live == info.location.rstrip("/"):
-            self._note("kept", what, "a managed staging table that a target reads from (unexpected)")
+            self.ledger.note("kept", what, "a managed staging table that a target reads from (unexpected)")
             return
         if not self.params.dry_run:
             self.catalog.drop(info.ref)
         kind = "metadata only" if info.table_type == "EXTERNAL" else "with its data"
-        self._note("removed", what, f"orphan staging table ({kind})", txn_id=txn_id, task=task)
+        self.ledger.note("removed", what, f"orphan staging table ({kind})", txn_id=txn_id, task=task)
 
     def _backup(self, info: TableInfo) -> None:
         what, props = info.ref.qualified, info.properties
         moved = ownership.moved_aside_by(props)
         if moved is None:
-            self._note("kept", what, "reserved name without this provider's markers")
+            self.ledger.note("kept", what, "reserved name without this provider's markers")
             return
         txn_id, target_name = moved
-        if self._blocked(what, txn_id, props.get(markers.SUPERSEDED_AT), {}):
+        if self.ledger.blocked(what, txn_id, props.get(markers.SUPERSEDED_AT), {}):
             return
         target = TableRef.parse(target_name)
         current = self.catalog.table_info(target)
         if current is None:
             if not self.params.dry_run:
                 self.catalog.rename(info.ref, target)
-            self._note("restored", what, f"renamed back to {target}: an interrupted swap had moved it aside")
+            self.ledger.note("restored", what, f"renamed back to {target}: an interrupted swap had moved it aside")
         elif current.properties.get(markers.TXN_ID) == txn_id and ownership.created_by_provider(props):
             if not self.params.dry_run:
                 self.catalog.drop(info.ref)
-            self._note("removed", what, f"superseded version of {target} that this provider had created")
+            self.ledger.note("removed", what, f"superseded version of {target} that this provider had created")
         else:
-            self._note("kept", what, f"previous version of {target}, not created by this provider (or replaced since)")
+            self.ledger.note(
+                "kept", what, f"previous version of {target}, not created by this provider (or replaced since)"
+            )
 
     def _directory(self, database: str, name: str) -> None:
         location = self.catalog.db_location(database)
@@ -128,7 +121,7 @@ class SessionCatalogGc:
         if ownership.feeds(path, live):
             self._retired_partitions(path, live)
         elif marker.published_at is None:
-            if not self._blocked(path, marker.txn_id, marker.created_at, marker.task):
+            if not self.ledger.blocked(path, marker.txn_id, marker.created_at, marker.task):
                 self._delete(path, "orphan staging directory", txn_id=marker.txn_id, task=marker.task)
         elif not live:
             self._unread(database, path, marker)
@@ -142,9 +135,9 @@ class SessionCatalogGc:
         data with it, and what is left is kept for a person to look at."""
         reader = next((t for t, live in self._database_readers(database).items() if ownership.feeds(path, live)), None)
         if reader is not None:
-            self._note("kept", path, f"published data of {marker.target}, read by {reader}")
+            self.ledger.note("kept", path, f"published data of {marker.target}, read by {reader}")
         elif not on_object_store(path):
-            self._note("kept", path, f"published data of {marker.target}, which no longer exists (renamed?)")
+            self.ledger.note("kept", path, f"published data of {marker.target}, which no longer exists (renamed?)")
         else:
             self._superseded(path, marker, f"data of {marker.target}, dropped since (an external table)")
 
@@ -159,10 +152,10 @@ class SessionCatalogGc:
     def _unmarked(self, path: str) -> None:
         """A directory under a reserved name without our marker: only an empty one goes."""
         if self.catalog.fs.has_files(path):
-            self._note("kept", path, "reserved name but no marker file of this provider")
+            self.ledger.note("kept", path, "reserved name but no marker file of this provider")
             return
         modified = datetime.fromtimestamp(self.catalog.fs.modified_at(path), UTC).isoformat()
-        if not self._blocked(path, "", modified, {}):
+        if not self.ledger.blocked(path, "", modified, {}):
             self._delete(path, "empty directory under a reserved name")
 
     def _retired_partitions(self, path: str, live: list[str]) -> None:
@@ -183,7 +176,7 @@ class SessionCatalogGc:
             if all(self._retention_over(retired, record) for retired, record in records):
                 self._delete(path, f"{why}, its retention over", txn_id=marker.txn_id)
             return
-        if not self._blocked(path, marker.txn_id, marker.published_at, marker.task):
+        if not self.ledger.blocked(path, marker.txn_id, marker.published_at, marker.task):
             self._delete(path, why, txn_id=marker.txn_id)
 
     def _records_within(self, path: str, depth: int = 4) -> list[tuple[str, markers.SupersededRecord]]:
@@ -202,18 +195,18 @@ class SessionCatalogGc:
 
     def _retention_over(self, path: str, record: markers.SupersededRecord) -> bool:
         due = markers.parse_time(record.delete_after)
-        if due is None or due > self.now:
-            self._note(
+        if due is None or due > self.ledger.now:
+            self.ledger.note(
                 "kept", path, f"superseded version of {record.target}, kept for readers until {record.delete_after}"
             )
             return False
-        return not self._blocked(path, record.superseded_by.split(":", 1)[0], record.delete_after, {})
+        return not self.ledger.blocked(path, record.superseded_by.split(":", 1)[0], record.delete_after, {})
 
     def _delete(self, path: str, why: str, **extra: Any) -> None:
         if not self.params.dry_run:
             try:
                 self.catalog.fs.delete(path)
             except Exception as exc:  # noqa: BLE001 - one undeletable path must not stop the pass; it is reported as kept
-                self._note("kept", path, f"could not delete: {first_line(exc)}")
+                self.ledger.note("kept", path, f"could not delete: {first_line(exc)}")
                 return
-        self._note("removed", path, why, **extra)
+        self.ledger.note("removed", path, why, **extra)
