@@ -80,6 +80,7 @@ def test_delta_lifecycle(stack, spark, reader, on_spark41, database):
     state, txn = _ctas("delta_create", on_spark41, target_table=target, sql="SELECT id, id % 7 AS k FROM range(700)")
     assert state == "success", txn
     assert txn["details"]["publish"]["mechanism"] == "rename"
+    assert (txn["details"]["row_count"], txn["details"]["delta_version"]) == (700, 0), "the staging commit, read"
     assert txn["details"]["spark_application"]["version"] == SPARK_FOR_FORMATS
     assert txn["details"]["metastore_uris"] == stack.uri
     assert reader.value(f"SELECT count(*) FROM {target}") == 700
@@ -130,7 +131,7 @@ def test_delta_lifecycle(stack, spark, reader, on_spark41, database):
     state, txn = _ctas("delta_taken", on_spark41, target_table=f"{database}.parquet_owned", mode="replace",
                        sql="SELECT 1 AS id")  # fmt: skip
     assert state == "failed" and _error(txn)[0] == "UNSUPPORTED_TARGET", txn
-    assert "not a Delta table" in _error(txn)[1]
+    assert "is a parquet table, not a Delta table" in _error(txn)[1]
     assert [r.id for r in spark.table(f"{database}.parquet_owned").collect()] == [7]
 
 

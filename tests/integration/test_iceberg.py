@@ -19,6 +19,7 @@ from airflow_provider_ctas.catalogs.iceberg.table import BEGUN_PREFIX, FENCE_PRE
 from airflow_provider_ctas.core import markers
 from airflow_provider_ctas.core.errors import InvalidInputError, UnsupportedTargetError
 from airflow_provider_ctas.core.transaction import TransactionKey
+from tests.support.catalog import database_dir
 from tests.support.dags import DAGS_FOLDER, make_dag, run_dag, xcom_value
 from tests.support.faults import Trial, check_observations, summarize, wait_for_drivers_to_exit
 from tests.support.format_scenarios import (
@@ -68,6 +69,12 @@ def _leftovers(reader: IcebergReader, database: str, table: str) -> list[str]:
     props = reader.properties(table) if reader.exists(table) else {}
     fences = [k for k in props if k.startswith((FENCE_PREFIX, BEGUN_PREFIX))]
     return staging + branches + fences
+
+
+def _reserved_directories(spark: Any, database: str) -> list[str]:
+    """Directories under reserved names in the namespace's location (a renamed-in table keeps its
+    staging directory; the Hive catalog moves no files)."""
+    return sorted(p.name for p in database_dir(spark, database).glob("__ctas_*"))
 
 
 def test_iceberg_lifecycle(stack, spark, reader, on_spark41, database):
@@ -243,7 +250,7 @@ def _probe(reader: IcebergReader, database: str, target: str) -> FormatProbe:
 
 @pytest.mark.parametrize("mode", ["create", "replace", "overwrite_partitions"])
 def test_killed_tries_leave_nothing_and_a_retry_after_a_landed_commit_writes_nothing(
-    stack, reader, on_spark41, database, tmp_path, mode
+    stack, spark, reader, on_spark41, database, tmp_path, mode
 ):
     """Try 1's driver is SIGKILLed mid-write: nothing published. Try 2's task process is SIGKILLed
     right after its publish: try 3 reports already_published and commits no new snapshot."""
@@ -263,6 +270,11 @@ def test_killed_tries_leave_nothing_and_a_retry_after_a_landed_commit_writes_not
     assert reader.value(f"SELECT count(*) FROM {target}") == 200
     assert result["left"] == []
     assert result["problem"] is None, summarize(result["seen"])
+    if mode == "create":
+        # Try 1's staging table went with its directory, uncommitted data files included; try 2's
+        # is the published table's.
+        txn = TransactionKey("iceberg_kill_create", "ctas", "kill_create").txn_id
+        assert _reserved_directories(spark, database) == [markers.staging_name(txn, 2)]
 
 
 def test_two_creators_race_and_exactly_one_publishes(stack, reader, on_spark41, database, tmp_path):
@@ -276,7 +288,7 @@ def test_two_creators_race_and_exactly_one_publishes(stack, reader, on_spark41, 
     assert _leftovers(reader, database, target) == []
 
 
-def test_gc_removes_what_a_killed_try_left_and_nothing_else(stack, reader, on_spark41, database, tmp_path):
+def test_gc_removes_what_a_killed_try_left_and_nothing_else(stack, spark, reader, on_spark41, database, tmp_path):
     """A try killed with its task (no abort run, no retry) leaves its branch, fence and begin record;
     GC keeps them while younger than min_age, then removes them in one swap. A staging table with
     its markers goes; a table under a reserved name without them, main and others' properties stay."""
@@ -314,6 +326,7 @@ def test_gc_removes_what_a_killed_try_left_and_nothing_else(stack, reader, on_sp
     assert reader.value(f"SELECT count(*) FROM {target}") == 30
     assert reader.properties(target)["owner_note"] == "kept"
     assert not reader.exists(orphan)
+    assert _reserved_directories(spark, database) == [unmarked_name], "the orphan's directory went with it"
 
 
 def _per_partition(reader: IcebergReader, target: str, column: str) -> list[list[Any]]:

@@ -93,6 +93,7 @@ class DeltaExecutor(PhaseExecutor[DeltaTable]):
         self.catalog = CatalogClient(spark)
         self.replacing = False
         """True when the target exists and this try replaces it in place; else it stages a new table."""
+        self.target_location: str | None = None
 
     def clean_up_this_try(self) -> list[str]:
         return self._drop_staging(up_to=self.table.try_number)
@@ -146,6 +147,7 @@ class DeltaExecutor(PhaseExecutor[DeltaTable]):
                     "overwrite_partitions keeps the table's partitioning"
                 )
         self.replacing = True
+        self.target_location = existing.location
         self.details["publish_mechanism"] = "delta_commit"
 
     def _fence_earlier_tries(self) -> str:
@@ -179,7 +181,8 @@ class DeltaExecutor(PhaseExecutor[DeltaTable]):
         self.fault("before_write")
         with self.engine.progress(f"prepare {self.table.target}", self.log), self._user_metadata():
             self._writer(staging.quoted, created_at=now_iso()).create()
-        commit = self._our_commit(staging.quoted)
+        location = f"{self.catalog.db_location(staging.database)}/{staging.table}"
+        commit = self._logged_commit(staging.quoted, location, version=0)
         if commit is None:
             raise PublishError(f"try {self.table.try_number}'s commit is not in {staging}'s history")
         report.touched.append(f"{staging} (written: {self._record_commit(commit)} rows)")
@@ -207,7 +210,7 @@ class DeltaExecutor(PhaseExecutor[DeltaTable]):
                 self._fenced(writer.overwritePartitions)
             else:
                 self._fenced(lambda: self._writer(target.quoted, created_at=published_at).createOrReplace())
-        commit = self._our_commit(target.quoted)
+        commit = self._logged_commit(target.quoted, self.target_location)
         if commit is None:
             # Delta skips, without an error, a write whose version is not above the one recorded.
             raise FencedError(
@@ -315,17 +318,41 @@ class DeltaExecutor(PhaseExecutor[DeltaTable]):
         """This try's commit (its write, or its fence of ``fence``) in ``name``'s recent history,
         found by its provenance, not by position: another commit may have followed it."""
         for row in self.spark.sql(f"DESCRIBE HISTORY {name} LIMIT 20").collect():
-            try:
-                provenance = json.loads(row["userMetadata"] or "{}")
-            except ValueError:
-                continue
-            if (
-                provenance.get(markers.TXN_ID) == self.table.txn_id
-                and provenance.get(markers.TRY_NUMBER) == str(self.table.try_number)
-                and provenance.get(FENCE_OF) == (None if fence is None else str(fence))
-            ):
+            if self._is_ours(row["userMetadata"], fence):
                 return dict(row.asDict())
         return None
+
+    def _logged_commit(self, name: str, location: str | None, version: int | None = None) -> Mapping[str, Any] | None:
+        """This try's write when it is the newest commit in the log at ``location`` (``version``, or
+        the highest one listed): a listing and one file read, where ``DESCRIBE HISTORY`` costs a fresh
+        driver about a second. The history when another commit followed it or the log is elsewhere."""
+        log = f"{location}/_delta_log"
+        if location is not None and version is None:
+            listed = [file[: -len(".json")] for file in self.catalog.fs.list_names(log, "*.json")]
+            version = max((int(v) for v in listed if v.isdigit()), default=None)
+        if location is not None and version is not None:
+            for line in (self.catalog.fs.read_text(f"{log}/{version:020d}.json") or "").splitlines():
+                try:
+                    info = json.loads(line).get("commitInfo")
+                except ValueError:
+                    break
+                if info is not None:
+                    if self._is_ours(info.get("userMetadata"), None):
+                        return {**info, "version": version}
+                    break
+        return self._our_commit(name)
+
+    def _is_ours(self, user_metadata: str | None, fence: int | None) -> bool:
+        """Whether a commit's ``userMetadata`` names this try (and, for a fence, the try it fences)."""
+        try:
+            provenance = json.loads(user_metadata or "{}")
+        except ValueError:
+            return False
+        return bool(
+            provenance.get(markers.TXN_ID) == self.table.txn_id
+            and provenance.get(markers.TRY_NUMBER) == str(self.table.try_number)
+            and provenance.get(FENCE_OF) == (None if fence is None else str(fence))
+        )
 
     def _record_commit(self, commit: Mapping[str, Any]) -> int:
         """The row count of this try's commit; its Delta version goes into the details."""

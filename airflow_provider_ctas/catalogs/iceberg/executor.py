@@ -302,7 +302,7 @@ class IcebergExecutor(PhaseExecutor[IcebergTable]):
     def _lost_race(self, report: PhaseReport) -> None:
         catalog, target, staging = self._catalog(), self.table.target, self.table.staging_table()
         current = catalog.current(target)
-        catalog.drop(staging)
+        self._warn_if(catalog.drop(staging))
         report.touched.append(f"{staging} (dropped: {target} appeared)")
         props = md.properties(current) if current is not None else {}
         existing = catalog.load(target)
@@ -411,11 +411,15 @@ class IcebergExecutor(PhaseExecutor[IcebergTable]):
                 continue
             props = md.properties(table.operations().refresh())
             if markers.owned_by(props, self.table.txn_id) and markers.marker_try(props) == try_number:
-                catalog.drop(staging)
-                touched.append(f"{staging} (dropped)")
+                self._warn_if(catalog.drop(staging))
+                touched.append(f"{staging} (dropped with its directory)")
             else:
                 self.log.warning(f"{staging} does not carry this transaction's markers; left alone")
         return touched
+
+    def _warn_if(self, problem: str | None) -> None:
+        if problem is not None:
+            self.log.warning(problem)
 
     def _drop_branches(self, up_to: int) -> list[str]:
         """Branches of tries ``<= up_to``, and the fence if it names one of them: one metadata swap."""

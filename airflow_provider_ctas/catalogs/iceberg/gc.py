@@ -62,9 +62,10 @@ class IcebergGc:
         task = markers.task_of(props)
         if self.ledger.blocked(what, txn_id, props.get(markers.CREATED_AT), task):
             return
-        if not self.params.dry_run:
-            self.catalog.drop(ref)
-        self.ledger.note("removed", what, "orphan staging table (with its files)", txn_id=txn_id, task=task)
+        problem = None if self.params.dry_run else self.catalog.drop(ref)
+        if problem is not None:
+            self.ledger.note("kept", problem, "the staging table's directory, after the table was dropped")
+        self.ledger.note("removed", what, "orphan staging table (with its directory)", txn_id=txn_id, task=task)
 
     def _fences(self, ref: TableRef) -> None:
         table = self.catalog.load(ref)

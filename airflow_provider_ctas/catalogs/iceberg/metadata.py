@@ -103,9 +103,25 @@ class IcebergCatalog:
     def rename(self, source: TableRef, target: TableRef) -> None:
         self.catalog.renameTable(self._ident(source), self._ident(target))
 
-    def drop(self, ref: TableRef) -> bool:
-        """Drops the table and its files (only ever called on staging this provider created)."""
-        return bool(self.catalog.dropTable(self._ident(ref), True))
+    def drop(self, ref: TableRef) -> str | None:
+        """Drops a staging table this provider created (its markers checked by the caller) with its
+        files; returns a warning when its directory could not be removed.
+
+        Iceberg's purge deletes the files its metadata lists; a killed write's data files are listed
+        nowhere, so the table's own directory goes too: only one named after the table, which its
+        reserved name makes this try's (a ``write.data.path`` elsewhere is left to Iceberg's
+        ``remove_orphan_files``)."""
+        table = self.load(ref)
+        if table is None:
+            return None
+        location, io = str(table.location()).rstrip("/"), table.io()
+        if not self.catalog.dropTable(self._ident(ref), True) or location.rsplit("/", 1)[-1] != ref.table:
+            return None
+        try:
+            io.deletePrefix(location)  # FileIOs that list (Hadoop, S3, GCS, ADLS) support it
+        except Exception as exc:  # noqa: BLE001 - the table is gone; what is left is files under its reserved name
+            return f"{location}: not removed ({first_line(exc)})"
+        return None
 
     def commit(self, table: Any, change: Callable[[Any, Any], Any | None]) -> Any | None:
         """Swap the table's metadata for ``change(base, builder)``'s, re-reading ``base`` on a conflict.
