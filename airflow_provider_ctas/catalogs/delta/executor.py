@@ -326,20 +326,22 @@ class DeltaExecutor(PhaseExecutor[DeltaTable]):
         """This try's write when it is the newest commit in the log at ``location`` (``version``, or
         the highest one listed): a listing and one file read, where ``DESCRIBE HISTORY`` costs a fresh
         driver about a second. The history when another commit followed it or the log is elsewhere."""
+        if location is None:
+            return self._our_commit(name)
         log = f"{location}/_delta_log"
-        if location is not None and version is None:
+        if version is None:
             listed = [file[: -len(".json")] for file in self.catalog.fs.list_names(log, "*.json")]
             version = max((int(v) for v in listed if v.isdigit()), default=None)
-        if location is not None and version is not None:
-            for line in (self.catalog.fs.read_text(f"{log}/{version:020d}.json") or "").splitlines():
-                try:
-                    info = json.loads(line).get("commitInfo")
-                except ValueError:
-                    break
-                if info is not None:
-                    if self._is_ours(info.get("userMetadata"), None):
-                        return {**info, "version": version}
-                    break
+        text = self.catalog.fs.read_text(f"{log}/{version:020d}.json") if version is not None else None
+        for line in (text or "").splitlines():
+            try:
+                info = json.loads(line).get("commitInfo")
+            except ValueError:
+                break
+            if info is not None:
+                if self._is_ours(info.get("userMetadata"), None):
+                    return {**info, "version": version}
+                break
         return self._our_commit(name)
 
     def _is_ours(self, user_metadata: str | None, fence: int | None) -> bool:
