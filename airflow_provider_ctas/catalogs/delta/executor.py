@@ -37,6 +37,7 @@ from airflow_provider_ctas.core.errors import (
     PublishError,
     UnsupportedTargetError,
 )
+from airflow_provider_ctas.core.identifiers import TableRef
 from airflow_provider_ctas.core.transaction import Outcome
 from airflow_provider_ctas.spark.engine import is_connect
 from airflow_provider_ctas.spark.errors import error_condition, first_line
@@ -181,8 +182,7 @@ class DeltaExecutor(PhaseExecutor[DeltaTable]):
         self.fault("before_write")
         with self.engine.progress(f"prepare {self.table.target}", self.log), self._user_metadata():
             self._writer(staging.quoted, created_at=now_iso()).create()
-        location = f"{self.catalog.db_location(staging.database)}/{staging.table}"
-        commit = self._logged_commit(staging.quoted, location, version=0)
+        commit = self._logged_commit(staging.quoted, self._managed_location(staging), version=0)
         if commit is None:
             raise PublishError(f"try {self.table.try_number}'s commit is not in {staging}'s history")
         report.touched.append(f"{staging} (written: {self._record_commit(commit)} rows)")
@@ -344,6 +344,10 @@ class DeltaExecutor(PhaseExecutor[DeltaTable]):
                 break
         return self._our_commit(name)
 
+    def _managed_location(self, table: TableRef) -> str:
+        """Where Delta's catalog puts a managed table: its database's location, plus its name."""
+        return f"{self.catalog.db_location(table.database)}/{table.table}"
+
     def _is_ours(self, user_metadata: str | None, fence: int | None) -> bool:
         """Whether a commit's ``userMetadata`` names this try (and, for a fence, the try it fences)."""
         try:
@@ -373,7 +377,7 @@ class DeltaExecutor(PhaseExecutor[DeltaTable]):
             staging = self.table.staging_table(try_number)
             props = self.catalog.properties(staging) if self.spark.catalog.tableExists(staging.quoted) else None
             if props is None:
-                leftover = f"{self.catalog.db_location(staging.database)}/{staging.table}"
+                leftover = self._managed_location(staging)
                 if self.catalog.fs.exists(leftover):
                     self.catalog.fs.delete(leftover)
                     touched.append(f"{leftover} (deleted: what a killed write of try {try_number} left)")
