@@ -6,9 +6,10 @@ complex types are rendered here and only atomic types use Spark's own spelling.
 
 from __future__ import annotations
 
+from collections.abc import Mapping, Sequence
 from typing import TYPE_CHECKING
 
-from airflow_provider_ctas.core.identifiers import quote
+from airflow_provider_ctas.core.identifiers import quote, sql_string_literal
 
 if TYPE_CHECKING:
     from pyspark.sql.types import DataType, StructType
@@ -30,3 +31,23 @@ def type_ddl(data_type: DataType) -> str:
 def columns_ddl(schema: StructType) -> str:
     """Column list for CREATE TABLE; nullability is dropped, as Spark's own CTAS does for file tables."""
     return ", ".join(f"{quote(f.name)} {type_ddl(f.dataType)}" for f in schema.fields)
+
+
+def create_table_sql(
+    name: str,
+    schema: StructType,
+    using: str,
+    partition_by: Sequence[str],
+    properties: Mapping[str, str],
+    location: str | None = None,
+) -> str:
+    """An empty table with its properties in the same statement: the markers are there from the
+    table's first moment, and no second metastore call sets them."""
+    clauses = [f"CREATE TABLE {name} ({columns_ddl(schema)})", f"USING {using}"]
+    if partition_by:
+        clauses.append(f"PARTITIONED BY ({', '.join(quote(c) for c in partition_by)})")
+    if location is not None:
+        clauses.append(f"LOCATION {sql_string_literal(location)}")
+    assignments = ", ".join(f"{sql_string_literal(k)}={sql_string_literal(v)}" for k, v in properties.items())
+    clauses.append(f"TBLPROPERTIES ({assignments})")
+    return "\n".join(clauses)

@@ -18,6 +18,7 @@ import pytest
 
 from airflow_provider_ctas.catalogs.delta.executor import check_delta_catalog
 from airflow_provider_ctas.catalogs.delta.strategy import DELTA_CATALOG_CLASS
+from airflow_provider_ctas.catalogs.session_catalog.catalog import now_iso
 from airflow_provider_ctas.core import markers
 from airflow_provider_ctas.core.errors import InvalidInputError
 from airflow_provider_ctas.core.transaction import TransactionKey
@@ -80,15 +81,17 @@ def test_delta_lifecycle(stack, spark, reader, on_spark41, database):
     state, txn = _ctas("delta_create", on_spark41, target_table=target, sql="SELECT id, id % 7 AS k FROM range(700)")
     assert state == "success", txn
     assert txn["details"]["publish"]["mechanism"] == "rename"
-    assert (txn["details"]["row_count"], txn["details"]["delta_version"]) == (700, 0), "the staging commit, read"
+    assert (txn["details"]["row_count"], txn["details"]["delta_version"]) == (700, 1), "the staging write, read"
     assert txn["details"]["spark_application"]["version"] == SPARK_FOR_FORMATS
     assert txn["details"]["metastore_uris"] == stack.uri
     assert reader.value(f"SELECT count(*) FROM {target}") == 700
     created = reader.properties(target)
     assert created[markers.TXN_ID] == TransactionKey("delta_create", "ctas", txn["key"]["run_id"]).txn_id
-    provenance = json.loads(reader.history(target)[0]["userMetadata"])
-    assert provenance[markers.DAG_ID] == "delta_create", "provenance on the commit"
-    created_version = reader.history(target)[0]["version"]
+    history = reader.history(target)
+    assert [h["operation"] for h in history] == ["WRITE", "CREATE TABLE"], "created empty, then written"
+    for commit in history:
+        assert json.loads(commit["userMetadata"])[markers.DAG_ID] == "delta_create", "provenance on the commits"
+    created_version = history[0]["version"]
 
     # A replace that changes the schema: one Delta commit of data, schema and properties.
     state, txn = _ctas("delta_replace", on_spark41, target_table=target, mode="replace", partition_by=["k"],
@@ -98,7 +101,8 @@ def test_delta_lifecycle(stack, spark, reader, on_spark41, database):
     assert reader.rows(f"SELECT count(*), max(extra) FROM {target}") == [[50, 98]]
     assert reader.records(f"DESCRIBE DETAIL {target}")[0]["partitionColumns"] == ["k"]
     history = reader.history(target)
-    assert [h["operation"] for h in history] == ["CREATE OR REPLACE TABLE AS SELECT", "CREATE TABLE AS SELECT"], (
+    operations = [h["operation"] for h in history]
+    assert operations == ["CREATE OR REPLACE TABLE AS SELECT", "WRITE", "CREATE TABLE"], (
         "one commit; a first try has no earlier try to fence"
     )
     assert json.loads(history[0]["userMetadata"])[markers.TRY_NUMBER] == "1"
@@ -226,11 +230,11 @@ def _probe(spark: Any, reader: DeltaReader, database: str) -> FormatProbe:
 def test_killed_tries_leave_nothing_and_a_retry_after_a_landed_commit_writes_nothing(
     stack, spark, reader, on_spark41, database, tmp_path, mode
 ):
-    """Try 1's driver is SIGKILLed mid-write (a new table: once its files are on disk, before its
-    table exists): nothing published, nothing left. Try 2's task process is SIGKILLed right after
-    its publish: try 3 reports already_published and commits nothing. In place (a partition
-    overwrite, whose commit leaves the table's markers as they were) try 3 learns it from Delta
-    skipping its fence."""
+    """Try 1's driver is SIGKILLed mid-write (a new table: once its rows' files are on disk in its
+    staging table, created empty before them): nothing published, nothing left. Try 2's task
+    process is SIGKILLed right after its publish: try 3 reports already_published and commits
+    nothing. In place (a partition overwrite, whose commit leaves the table's markers as they
+    were) try 3 learns it from Delta skipping its fence."""
     target = f"{database}.killed_{mode}"
     if mode == "overwrite_partitions":
         reader.rows(
@@ -242,10 +246,10 @@ def test_killed_tries_leave_nothing_and_a_retry_after_a_landed_commit_writes_not
     result = kill_mid_write_then_after_publish(_probe(spark, reader, database), target, mode, on_spark41, tmp_path,
                                                files_written=written)  # fmt: skip
     assert result["try1"] != "success" and result["published_before"] is (mode == "overwrite_partitions")
-    # A killed staging write leaves files without a table; try 1's abort run deletes them.
+    # A killed staging write leaves its marked staging table; try 1's abort run drops it.
     assert result["left1"] == []
     if mode == "create":
-        assert "deleted: what a killed write of try 1 left" in (tmp_path / "try1.log").read_text(errors="replace")
+        assert "_s1 (dropped)" in (tmp_path / "try1.log").read_text(errors="replace")
     assert "already published by try 2" in (tmp_path / "try3.log").read_text(errors="replace")
     assert result["try3"] == "success" and result["new_versions"] == 0, "the retry wrote nothing"
     assert reader.rows(f"SELECT DISTINCT written_by_try FROM {target}") == [[2]]
@@ -277,21 +281,30 @@ def test_a_backfill_s_first_dates_race_to_create_and_both_publish(stack, spark, 
 
 
 def test_gc_removes_a_killed_try_s_staging_table_and_nothing_else(stack, spark, reader, on_spark41, database, tmp_path):
-    """GC with Delta's catalog. A create try SIGKILLed with its task after its staging commit (no
-    abort, no retry) leaves its staging table with its markers: kept while younger than min_age,
-    then dropped with its files. A reserved-name directory without this provider's marker file
-    (what a staging write killed before its commit leaves: Delta's files, no marker) and the
-    database's Delta tables stay."""
+    """GC with Delta's catalog. A create try SIGKILLed with its task mid-write (no abort, no retry)
+    leaves its staging table, created empty with its markers, and its rows' uncommitted files: kept
+    while younger than min_age, then dropped with all its files. A staging table's log whose catalog
+    entry was never made (its first commit's markers match its name) goes too. Kept: a reserved-name
+    directory without this provider's marker file, a log whose markers name another try, the
+    database's Delta tables."""
     target = f"{database}.gc_new"
-    make_dag("delta_gc_killed", target_table=target, sql="SELECT id FROM range(5)", table_format="delta",
-             conf=on_spark41)  # fmt: skip
-    kill_task_at("delta_gc_killed", "gc_killed", "after_prepare", target, tmp_path)
-    [staging] = reader.staging_tables(database)
+    slow = "reflect('java.lang.Thread', 'sleep', CAST(200 AS BIGINT))"
+    make_dag("delta_gc_killed", target_table=target, sql=f"SELECT id, {slow} AS pause FROM range(0, 200, 1, 2)",
+             table_format="delta", conf=on_spark41)  # fmt: skip
     location = Path(urlparse(spark.catalog.getDatabase(database).locationUri).path)
-    assert (location / staging).is_dir()
+    kill_task_at("delta_gc_killed", "gc_killed", "before_write", target, tmp_path,
+                 until=lambda: bool(list(location.glob("__ctas_*_s1/part-*"))))  # fmt: skip
+    [staging] = reader.staging_tables(database)
+    assert list((location / staging).glob("part-*")), "the killed write's files"
     unmarked = location / markers.staging_name("f" * 32, 1)
     unmarked.mkdir()
     (unmarked / "part-00000-0.snappy.parquet").write_bytes(b"PAR1")
+    logs = {}
+    for txn_id, try_number in (("e" * 32, 1), ("d" * 32, 2)):
+        logs[try_number] = location / markers.staging_name(txn_id, 1)
+        props = {markers.TXN_ID: txn_id, markers.TRY_NUMBER: str(try_number), markers.CREATED_AT: now_iso()}
+        listed = ", ".join(f"'{k}' = '{v}'" for k, v in props.items())
+        reader.rows(f"CREATE TABLE delta.`{logs[try_number]}` (id BIGINT) USING delta TBLPROPERTIES ({listed})")
     kept_table = f"{database}.kept_delta"
     reader.rows(f"CREATE TABLE {kept_table} USING delta AS SELECT 7 AS id")
     conf = [arg for key, value in on_spark41.items() for arg in ("--conf", f"{key}={value}")]
@@ -302,9 +315,16 @@ def test_gc_removes_a_killed_try_s_staging_table_and_nothing_else(stack, spark, 
 
     report = gc_cli("--database", database, "--min-age", "0s", *conf)
     removed, kept = entries(report, "removed"), entries(report, "kept")
+
+    def entry(listed: dict[str, str], path: Path) -> str:
+        return listed[next(k for k in listed if k.endswith(path.name))]
+
     assert removed[f"spark_catalog.{database}.{staging}"] == "orphan staging table (with its data)", report
-    assert kept[next(k for k in kept if k.endswith(unmarked.name))].startswith("reserved name but no marker")
+    assert entry(removed, logs[1]) == "orphan Delta staging table without a catalog entry"
+    assert entry(kept, logs[2]).startswith("reserved name but no marker")
+    assert entry(kept, unmarked).startswith("reserved name but no marker")
     assert reader.staging_tables(database) == [] and not (location / staging).exists()
+    assert not logs[1].exists() and (logs[2] / "_delta_log").is_dir()
     assert (unmarked / "part-00000-0.snappy.parquet").exists()
     assert reader.value(f"SELECT id FROM {kept_table}") == 7
     assert not reader.exists(target)

@@ -142,13 +142,21 @@ def one_winner(probe: FormatProbe, states: dict[int, str]) -> tuple[int, dict[st
     return winner, loser["details"]["error"]
 
 
-def kill_task_at(dag_id: str, run_id: str, point: str, target: str, tmp_path: Path) -> None:
-    """Runs try 1 of ``dag_id`` until its fault point ``point``, then SIGKILLs its task and driver
-    (their process group): no abort runs, no retry, as when a worker is lost."""
+def kill_task_at(
+    dag_id: str, run_id: str, point: str, target: str, tmp_path: Path, until: Callable[[], bool] | None = None
+) -> None:
+    """Runs try 1 of ``dag_id`` until its fault point ``point`` (and on, until ``until()`` holds,
+    when given: mid-write), then SIGKILLs its task and driver (their process group): no abort runs,
+    no retry, as when a worker is lost."""
     progress = tmp_path / "progress"
-    faults = {"progress_file": str(progress), point: {"wait_for": str(tmp_path / "never")}}
-    trial = Trial(DAGS_FOLDER / f"{dag_id}.py", dag_id, run_id, tmp_path / "try1.log", faults).start()
+    action = {"only_try": 1} if until is not None else {"wait_for": str(tmp_path / "never")}
+    trial = Trial(DAGS_FOLDER / f"{dag_id}.py", dag_id, run_id, tmp_path / "try1.log",
+                  {"progress_file": str(progress), point: action}).start()  # fmt: skip
     wait_for_line(progress, f"{point} try=1", timeout=240)
+    deadline = time.monotonic() + 120
+    while until is not None and not until():
+        assert time.monotonic() < deadline, f"{dag_id}: what the kill waits for must happen"
+        time.sleep(0.2)
     trial.signal_group(signal.SIGKILL)
     trial.wait()
     wait_for_drivers_to_exit(target)

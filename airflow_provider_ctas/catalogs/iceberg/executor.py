@@ -45,9 +45,9 @@ from airflow_provider_ctas.core.errors import (
     TargetExistsError,
     UnsupportedTargetError,
 )
-from airflow_provider_ctas.core.identifiers import quote, sql_string_literal
+from airflow_provider_ctas.core.identifiers import quote
 from airflow_provider_ctas.core.transaction import Outcome
-from airflow_provider_ctas.spark.ddl import columns_ddl
+from airflow_provider_ctas.spark.ddl import create_table_sql
 from airflow_provider_ctas.spark.errors import first_line
 from airflow_provider_ctas.spark.protocol import PhaseReport, PhaseRequest, Reached
 
@@ -135,15 +135,7 @@ class IcebergExecutor(PhaseExecutor[IcebergTable]):
             **self.table.table_properties,
             **self.table.marker_properties(created_at=now_iso(), provider_version=__version__),
         }
-        listed = ", ".join(f"{sql_string_literal(k)} = {sql_string_literal(v)}" for k, v in props.items())
-        partitioned = (
-            f" PARTITIONED BY ({', '.join(quote(c) for c in self.table.partition_by)})"
-            if self.table.partition_by
-            else ""
-        )
-        self.spark.sql(
-            f"CREATE TABLE {staging.quoted} ({columns_ddl(schema)}) USING iceberg{partitioned} TBLPROPERTIES ({listed})"
-        )
+        self.spark.sql(create_table_sql(staging.quoted, schema, "iceberg", self.table.partition_by, props))
         self.details["publish_mechanism"] = "rename"
         return f"{staging} (created, empty)"
 

@@ -28,9 +28,8 @@ from airflow_provider_ctas.core.errors import (
     TargetExistsError,
     UnsupportedTargetError,
 )
-from airflow_provider_ctas.core.identifiers import quote, sql_string_literal
 from airflow_provider_ctas.core.transaction import Outcome
-from airflow_provider_ctas.spark.ddl import columns_ddl
+from airflow_provider_ctas.spark.ddl import create_table_sql
 from airflow_provider_ctas.spark.protocol import PhaseReport, Reached
 
 if TYPE_CHECKING:
@@ -180,18 +179,15 @@ def _create_staging(ctx: RunContext, plan: Plan, schema: StructType) -> tuple[st
     marker = markers.MarkerFile(
         table.txn_id, table.try_number, table.target.qualified, now_iso(), table.key.to_dict()
     ).to_json()
-    clauses = [f"CREATE TABLE {staging.quoted} ({columns_ddl(schema)})", f"USING {table.table_format}"]
-    if table.partition_by:
-        clauses.append(f"PARTITIONED BY ({', '.join(quote(c) for c in table.partition_by)})")
+    directory = None
     if plan.external_staging:
         # External over a directory that carries its marker before the table exists: the
         # publish hands this directory to the target, and dropping staging must not delete it.
         directory = f"{ctx.catalog.db_location(table.target.database)}/{staging.table}"
         ctx.catalog.fs.write_text(f"{directory}/{markers.MARKER_FILE}", marker)
-        clauses.append(f"LOCATION {sql_string_literal(directory)}")
-    assignments = ", ".join(f"{sql_string_literal(k)}={sql_string_literal(v)}" for k, v in properties.items())
-    clauses.append(f"TBLPROPERTIES ({assignments})")
-    ctx.catalog.sql("\n".join(clauses))
+    ctx.catalog.sql(
+        create_table_sql(staging.quoted, schema, table.table_format, table.partition_by, properties, directory)
+    )
     # A managed table's location is the one Spark itself gives it: the database's, plus its name.
     location = f"{ctx.catalog.db_location(table.target.database)}/{staging.table}"
     if not plan.external_staging:

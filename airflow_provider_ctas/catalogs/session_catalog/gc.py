@@ -11,6 +11,7 @@ from __future__ import annotations
 from datetime import UTC, datetime
 from typing import TYPE_CHECKING, Any
 
+from airflow_provider_ctas.catalogs.delta import log as delta_log
 from airflow_provider_ctas.catalogs.gc_ledger import GcLedger, GcParams
 from airflow_provider_ctas.catalogs.session_catalog import ownership
 from airflow_provider_ctas.catalogs.session_catalog.catalog import CatalogClient, TableInfo
@@ -115,7 +116,7 @@ class SessionCatalogGc:
         marker = self.catalog.read_marker(path)
         if marker is None:
             if reserved:
-                self._unmarked(path)
+                self._unmarked(path, reserved)
             return
         live = self._live(marker.target)
         if ownership.feeds(path, live):
@@ -149,8 +150,17 @@ class SessionCatalogGc:
             }
         return self._readers[database]
 
-    def _unmarked(self, path: str) -> None:
-        """A directory under a reserved name without our marker: only an empty one goes."""
+    def _unmarked(self, path: str, name: markers.ReservedName) -> None:
+        """A directory under a reserved name without our marker file. A Delta staging table's
+        markers are in its first commit: a log whose first commit carries the markers the name
+        promises is that table, its task killed before the catalog entry was made. Otherwise only
+        an empty directory goes."""
+        logged = delta_log.created_properties(self.catalog.fs, path)
+        if logged is not None and name.role == "staging" and ownership.is_staging_named(logged, name):
+            txn_id, task = logged[markers.TXN_ID], markers.task_of(logged)
+            if not self.ledger.blocked(path, txn_id, logged.get(markers.CREATED_AT), task):
+                self._delete(path, "orphan Delta staging table without a catalog entry", txn_id=txn_id, task=task)
+            return
         if self.catalog.fs.has_files(path):
             self.ledger.note("kept", path, "reserved name but no marker file of this provider")
             return
