@@ -35,6 +35,7 @@ from airflow_provider_ctas.catalogs.session_catalog.catalog import CatalogClient
 from airflow_provider_ctas.catalogs.table_modes import Mode
 from airflow_provider_ctas.core import markers
 from airflow_provider_ctas.core.errors import (
+    CorruptStateError,
     DatabaseNotFoundError,
     FencedError,
     InvalidInputError,
@@ -188,7 +189,7 @@ class DeltaExecutor(PhaseExecutor[DeltaTable]):
             return
         staging, schema = self.table.staging_table(), self.schema
         if schema is None:
-            raise PublishError("prepare ran without begin's analysis of the query")
+            raise CorruptStateError("prepare ran without begin's analysis of the query")
         self.fault("before_write")
         props = self._properties(created_at=now_iso())
         with self.engine.progress(f"prepare {self.table.target}", self.log), self._user_metadata():
@@ -382,7 +383,7 @@ class DeltaExecutor(PhaseExecutor[DeltaTable]):
     def _drop_staging(self, up_to: int, first: int = 1) -> list[str]:
         """Staging tables of tries ``first..up_to`` of this transaction, each checked for our markers;
         where there is no table, the directory of one killed between its first Delta commit and its
-        catalog entry, if that commit's markers name the try."""
+        catalog entry, if that commit's markers name the try, or an empty one."""
         touched = []
         for try_number in range(first, up_to + 1):
             staging = self.table.staging_table(try_number)
