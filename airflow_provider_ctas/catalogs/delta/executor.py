@@ -22,13 +22,13 @@ from collections.abc import Callable, Iterator, Mapping
 from contextlib import contextmanager
 from typing import TYPE_CHECKING, Any
 
-from airflow_provider_ctas import __version__
 from airflow_provider_ctas.catalogs.analysis import analyse_query, describe_schema
 from airflow_provider_ctas.catalogs.delta import log as delta_log
 from airflow_provider_ctas.catalogs.delta.strategy import DELTA_CATALOG_CLASS
 from airflow_provider_ctas.catalogs.delta.table import FORMAT, DeltaTable, write_version
 from airflow_provider_ctas.catalogs.existing_target import after_lost_race, nothing_to_do
 from airflow_provider_ctas.catalogs.phase_executor import PhaseExecutor
+from airflow_provider_ctas.catalogs.provenance import new_table_properties, try_markers
 from airflow_provider_ctas.catalogs.query import as_subquery
 from airflow_provider_ctas.catalogs.session_catalog import ownership
 from airflow_provider_ctas.catalogs.session_catalog.catalog import CatalogClient, TableInfo, now_iso
@@ -191,7 +191,7 @@ class DeltaExecutor(PhaseExecutor[DeltaTable]):
         if schema is None:
             raise CorruptStateError("prepare ran without begin's analysis of the query")
         self.fault("before_write")
-        props = self._properties(created_at=now_iso())
+        props = new_table_properties(self.table)
         with self.engine.progress(f"prepare {self.table.target}", self.log), self._user_metadata():
             # Empty first, so the markers are in the table's first commit: a write killed after it
             # leaves a table (or at least a log) that says which try made it. The append carries no
@@ -286,20 +286,13 @@ class DeltaExecutor(PhaseExecutor[DeltaTable]):
     def _query(self) -> DataFrame:
         return self.spark.sql(as_subquery(self.request.sql or ""))
 
-    def _properties(self, *, created_at: str) -> dict[str, str]:
-        """The user's table properties and this try's markers."""
-        return {
-            **self.table.table_properties,
-            **self.table.marker_properties(created_at=created_at, provider_version=__version__),
-        }
-
     def _writer(self, name: str, *, created_at: str) -> Any:
         """A DataFrameWriterV2 that creates ``name`` from the query with this try's markers, the
         user's table properties and partitioning."""
         from pyspark.sql.functions import col
 
         writer = self._query().writeTo(name).using(FORMAT)
-        for key, value in self._properties(created_at=created_at).items():
+        for key, value in new_table_properties(self.table, created_at).items():
             writer = writer.tableProperty(key, value)
         if self.table.partition_by:
             writer = writer.partitionedBy(*(col(c) for c in self.table.partition_by))
@@ -312,7 +305,7 @@ class DeltaExecutor(PhaseExecutor[DeltaTable]):
     def _user_metadata(self, fence: int | None = None) -> Iterator[None]:
         """The provenance in the commit's ``userMetadata`` (``DESCRIBE HISTORY``); a fence's commit
         also names the try it fences."""
-        provenance = self.table.marker_properties(created_at=now_iso(), provider_version=__version__)
+        provenance = try_markers(self.table)
         if fence is not None:
             provenance[FENCE_OF] = str(fence)
         self.spark.conf.set(USER_METADATA, json.dumps(provenance, sort_keys=True))

@@ -24,7 +24,6 @@ import json
 from collections.abc import Mapping
 from typing import TYPE_CHECKING, Any
 
-from airflow_provider_ctas import __version__
 from airflow_provider_ctas.catalogs.analysis import analyse_query, describe_schema
 from airflow_provider_ctas.catalogs.audit import AuditTarget
 from airflow_provider_ctas.catalogs.existing_target import after_lost_race, nothing_to_do
@@ -33,6 +32,7 @@ from airflow_provider_ctas.catalogs.iceberg.metadata import IcebergCatalog
 from airflow_provider_ctas.catalogs.iceberg.rebase import partition_names, rebase
 from airflow_provider_ctas.catalogs.iceberg.table import IcebergTable, begun_key, branch_try, fence_key
 from airflow_provider_ctas.catalogs.phase_executor import PhaseExecutor
+from airflow_provider_ctas.catalogs.provenance import new_table_properties, try_markers
 from airflow_provider_ctas.catalogs.query import as_subquery
 from airflow_provider_ctas.catalogs.session_catalog.catalog import now_iso
 from airflow_provider_ctas.catalogs.table_modes import Mode
@@ -131,10 +131,7 @@ class IcebergExecutor(PhaseExecutor[IcebergTable]):
 
     def _create_staging(self, schema: StructType) -> str:
         staging = self.table.staging_table()
-        props = {
-            **self.table.table_properties,
-            **self.table.marker_properties(created_at=now_iso(), provider_version=__version__),
-        }
+        props = new_table_properties(self.table)
         self.spark.sql(create_table_sql(staging.quoted, schema, "iceberg", self.table.partition_by, props))
         self.details["publish_mechanism"] = "rename"
         return f"{staging} (created, empty)"
@@ -187,7 +184,7 @@ class IcebergExecutor(PhaseExecutor[IcebergTable]):
         from pyspark.sql.functions import lit
 
         frame = self.spark.sql(as_subquery(self.request.sql or ""))
-        provenance = self.table.marker_properties(created_at=now_iso(), provider_version=__version__)
+        provenance = try_markers(self.table)
         into = self._staged()
         writer = frame.writeTo(into).options(**{SNAPSHOT_PROPERTY + k: v for k, v in provenance.items()})
         with self.engine.progress(what, self.log):
@@ -318,7 +315,7 @@ class IcebergExecutor(PhaseExecutor[IcebergTable]):
             raise PublishError(f"{target} was dropped while this try ran; nothing was published")
         published_at = now_iso()
         provenance = {
-            **self.table.marker_properties(created_at=published_at, provider_version=__version__),
+            **try_markers(self.table, published_at),
             markers.PUBLISHED_AT: published_at,
             markers.ROW_COUNT: str(self.details.get("row_count", "")),
             **self.audit_provenance(),

@@ -6,8 +6,8 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING
 
-from airflow_provider_ctas import __version__
 from airflow_provider_ctas.catalogs.analysis import analyse_query, describe_schema
+from airflow_provider_ctas.catalogs.provenance import new_table_properties
 from airflow_provider_ctas.catalogs.session_catalog import ownership, recovery
 from airflow_provider_ctas.catalogs.session_catalog.catalog import TableInfo, now_iso
 from airflow_provider_ctas.catalogs.session_catalog.context import RunContext
@@ -172,10 +172,7 @@ def _create_staging(ctx: RunContext, plan: Plan, schema: StructType) -> tuple[st
     """This try's staging table, empty; returns its location and what to report."""
     table = ctx.table
     staging = table.staging_table()
-    properties = {
-        **table.table_properties,
-        **table.marker_properties(created_at=now_iso(), provider_version=__version__),
-    }
+    properties = new_table_properties(table)
     marker = markers.MarkerFile(
         table.txn_id, table.try_number, table.target.qualified, now_iso(), table.key.to_dict()
     ).to_json()

@@ -8,9 +8,8 @@ from __future__ import annotations
 
 import time
 
-from airflow_provider_ctas import __version__
+from airflow_provider_ctas.catalogs.provenance import new_table_properties
 from airflow_provider_ctas.catalogs.session_catalog import ownership, retention
-from airflow_provider_ctas.catalogs.session_catalog.catalog import now_iso
 from airflow_provider_ctas.catalogs.session_catalog.context import RunContext
 from airflow_provider_ctas.catalogs.session_catalog.plan import Publish, shape_differences
 from airflow_provider_ctas.catalogs.session_catalog.publish.fence import revoked, still_own_staging
@@ -44,8 +43,7 @@ def publish_by_flip(ctx: RunContext, pub: Publication) -> None:
     }
     report.touched.append(f"{target} location {old_location} -> {new_location} ({flipped - started:.3f}s)")
     properties = {
-        **table.table_properties,
-        **table.marker_properties(created_at=now_iso(), provider_version=__version__),
+        **new_table_properties(table),
         **provenance,
     }
     ctx.after_publish("record provenance", lambda: _stamp_if_still_ours(ctx, new_location, properties))
