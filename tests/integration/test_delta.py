@@ -12,7 +12,6 @@ import time
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
-from urllib.parse import urlparse
 
 import pytest
 
@@ -22,6 +21,7 @@ from airflow_provider_ctas.catalogs.session_catalog.catalog import now_iso
 from airflow_provider_ctas.core import markers
 from airflow_provider_ctas.core.errors import InvalidInputError
 from airflow_provider_ctas.core.transaction import TransactionKey
+from tests.support.catalog import database_dir
 from tests.support.dags import DAGS_FOLDER, make_dag, run_dag, xcom_value
 from tests.support.delta import DeltaReader, delta_conf
 from tests.support.faults import Trial, check_observations, summarize, wait_for_drivers_to_exit
@@ -65,7 +65,7 @@ def _ctas(dag_id: str, conf: dict[str, str], **kwargs: Any) -> tuple[str, dict[s
 def _leftovers(spark: Any, reader: DeltaReader, database: str) -> list[str]:
     """Staging tables, and directories under reserved names in the database's location (a Delta
     table's files and log are written before its catalog entry exists)."""
-    location = Path(urlparse(spark.catalog.getDatabase(database).locationUri).path)
+    location = database_dir(spark, database)
     directories = sorted(f"{p.name}/" for p in location.glob("__ctas_*"))
     return reader.staging_tables(database) + directories
 
@@ -241,7 +241,7 @@ def test_killed_tries_leave_nothing_and_a_retry_after_a_landed_commit_writes_not
             f"CREATE TABLE {target} USING delta PARTITIONED BY (part) AS SELECT id, CAST(0 AS BIGINT) AS "
             "written_by_try, CAST(NULL AS STRING) AS pause, 'p' AS part FROM range(5)"
         )
-    location = Path(urlparse(spark.catalog.getDatabase(database).locationUri).path)
+    location = database_dir(spark, database)
     written = (lambda: bool(list(location.glob("__ctas_*_s1/part-*")))) if mode == "create" else (lambda: True)
     result = kill_mid_write_then_after_publish(_probe(spark, reader, database), target, mode, on_spark41, tmp_path,
                                                files_written=written)  # fmt: skip
@@ -291,7 +291,7 @@ def test_gc_removes_a_killed_try_s_staging_table_and_nothing_else(stack, spark, 
     slow = "reflect('java.lang.Thread', 'sleep', CAST(200 AS BIGINT))"
     make_dag("delta_gc_killed", target_table=target, sql=f"SELECT id, {slow} AS pause FROM range(0, 200, 1, 2)",
              table_format="delta", conf=on_spark41)  # fmt: skip
-    location = Path(urlparse(spark.catalog.getDatabase(database).locationUri).path)
+    location = database_dir(spark, database)
     kill_task_at("delta_gc_killed", "gc_killed", "before_write", target, tmp_path,
                  until=lambda: bool(list(location.glob("__ctas_*_s1/part-*"))))  # fmt: skip
     [staging] = reader.staging_tables(database)

@@ -74,10 +74,7 @@ def kill_mid_write_then_after_publish(
     with TablePoller(probe.reader, target) as poller:
         first = trial(1, {"progress_file": str(progress), "before_write": {"only_try": 1}})
         wait_for_line(progress, "before_write try=1", timeout=240)
-        deadline = time.monotonic() + 120
-        while not files_written():
-            assert time.monotonic() < deadline, "try 1's write must start"
-            time.sleep(0.2)
+        _wait_until(files_written, "try 1's write must start")
         time.sleep(5)
         assert kill_spark_driver(f"{target} try 1")
         try1 = first.wait()
@@ -153,10 +150,15 @@ def kill_task_at(
     trial = Trial(DAGS_FOLDER / f"{dag_id}.py", dag_id, run_id, tmp_path / "try1.log",
                   {"progress_file": str(progress), point: action}).start()  # fmt: skip
     wait_for_line(progress, f"{point} try=1", timeout=240)
-    deadline = time.monotonic() + 120
-    while until is not None and not until():
-        assert time.monotonic() < deadline, f"{dag_id}: what the kill waits for must happen"
-        time.sleep(0.2)
+    if until is not None:
+        _wait_until(until, f"{dag_id}: what the kill waits for must happen")
     trial.signal_group(signal.SIGKILL)
     trial.wait()
     wait_for_drivers_to_exit(target)
+
+
+def _wait_until(condition: Callable[[], bool], failure: str, timeout: float = 120) -> None:
+    deadline = time.monotonic() + timeout
+    while not condition():
+        assert time.monotonic() < deadline, failure
+        time.sleep(0.2)
