@@ -134,6 +134,42 @@ def test_existing_partitions_switch_together(stack, spark, database, monkeypatch
     assert leftovers(spark, database) == []
 
 
+def test_a_run_that_loses_the_first_use_race_switches_its_partitions_into_the_winners_table(
+    stack, spark, database, tmp_path, monkeypatch
+):
+    """Two dates' first runs both stage a new table; the one whose rename loses publishes its
+    partitions into the table the other created, in the same try, without writing them again."""
+    target = f"{database}.first_use_race"
+    progress, go = tmp_path / "progress", tmp_path / "go"
+
+    def win_the_race() -> None:
+        wait_for_line(progress, "before_publish try=1", timeout=240)  # staged, about to rename
+        fresh(spark).sql(
+            f"CREATE TABLE {target} USING parquet PARTITIONED BY (ds) AS {day_sql('2024-01-01', 100, 'other')}"
+        )
+        go.touch()
+
+    faults = {"progress_file": str(progress), "before_publish": {"wait_for": str(go)}}
+    monkeypatch.setenv("AIRFLOW_CTAS_FAULTS", json.dumps(faults))
+    winner = threading.Thread(target=win_the_race)
+    winner.start()
+    # A check of the result: it must see the rows the other run published, not only this run's.
+    checks = [{"type": "row_count", "min": 1, "scope": "result"}]
+    result, txn = run("first_use_race", target, day_sql("2024-01-02", 50, "v1"), checks=checks)
+    winner.join()
+
+    assert result.task_state == "success" and result.try_number == 1, txn["details"].get("error")
+    assert txn["details"]["publish"]["mechanism"] == "partitions"
+    assert txn["details"]["publish"]["partitions"] == ["ds=2024-01-02"]
+    assert txn["details"]["checks"][0]["value"] == 150
+    assert count(spark, target, "ds = '2024-01-01'") == 100 and count(spark, target, "ds = '2024-01-02'") == 50
+    # The published partition reads the staging directory, which the staging table's drop kept.
+    [staged] = [path for path in partition_locations(spark, target).values() if "__ctas_" in path]
+    assert staged.endswith("/ds=2024-01-02")
+    assert not list(database_dir(spark, database).rglob("_released")), "the released metadata's directory is dropped"
+    assert leftovers(spark, database) == []
+
+
 def test_a_run_that_begins_inside_a_concurrent_first_publish_waits_for_it(
     stack, spark, database, tmp_path, monkeypatch
 ):

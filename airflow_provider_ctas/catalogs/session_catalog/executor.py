@@ -15,6 +15,7 @@ with every name quoted and every value a string literal.
 
 from __future__ import annotations
 
+from dataclasses import replace
 from typing import TYPE_CHECKING, Any
 
 from airflow_provider_ctas.catalogs.audit import Auditor, AuditTarget, raise_if_failed, results_to_details, run_audit
@@ -26,6 +27,8 @@ from airflow_provider_ctas.catalogs.session_catalog.context import RunContext
 from airflow_provider_ctas.catalogs.session_catalog.plan import Plan, Publish
 from airflow_provider_ctas.catalogs.session_catalog.publish import PUBLISHERS
 from airflow_provider_ctas.catalogs.session_catalog.publish.fence import require_own_staging
+from airflow_provider_ctas.catalogs.session_catalog.publish.partitions import release_managed_staging
+from airflow_provider_ctas.catalogs.session_catalog.publish.rename import TargetCreatedMeanwhile
 from airflow_provider_ctas.catalogs.session_catalog.publish.request import Publication
 from airflow_provider_ctas.catalogs.session_catalog.table import Mode, SessionCatalogTable
 from airflow_provider_ctas.core import markers
@@ -160,12 +163,33 @@ class SessionCatalogExecutor:
         # A rename needs nothing of the target: it fails if the target appeared since begin.
         target_info = None if plan.mechanism is Publish.RENAME else ctx.catalog.table_info(ctx.table.target)
         publication = Publication(plan, target_info, staging, provenance, report)
-        PUBLISHERS[plan.mechanism or Publish.RENAME](ctx, publication)
+        try:
+            PUBLISHERS[plan.mechanism or Publish.RENAME](ctx, publication)
+        except TargetCreatedMeanwhile as lost:
+            ctx.log.info(f"{lost}; this try's partitions go into it")
+            plan = self.plan = self._into_created_target(plan, provenance, report)
         if ctx.progress.published:
             ctx.progress.reached = Reached.COMMITTED
             ctx.fault("after_publish")
             ctx.after_publish("marker update", lambda: self._record_publish(plan, provenance[markers.PUBLISHED_AT]))
             report.touched += recovery.finish_cleanup(ctx)
+
+    def _into_created_target(self, plan: Plan, provenance: dict[str, str], report: PhaseReport) -> Plan:
+        """Another task instance created the target while this try staged its partitions (a
+        backfill's first dates race): they are switched into that table, as for any existing
+        target, without a retry and without writing them again."""
+        ctx, staging = self.ctx, self.ctx.table.staging_table()
+        staged = ctx.catalog.partitions(staging, list(ctx.table.partition_by))
+        plan = replace(plan, mechanism=Publish.PARTITIONS)
+        ctx.details["publish_mechanism"] = Publish.PARTITIONS.value
+        if self.checks:  # the result now includes the rows the other run published
+            self.audit(plan, report)
+            provenance[markers.CHECKS] = summary(self.audit_results)
+        if not plan.object_store:  # there staging is external already
+            report.touched.append(release_managed_staging(ctx, staging, staged))
+        target_info = ctx.catalog.table_info(ctx.table.target)
+        PUBLISHERS[Publish.PARTITIONS](ctx, Publication(plan, target_info, staging, provenance, report, staged))
+        return plan
 
     def _record_publish(self, plan: Plan, published_at: str) -> None:
         """The new version's marker says it is published and which superseded versions it keeps."""

@@ -6,15 +6,19 @@ as SQL has no batch form). Any failure switches back what was switched."""
 from __future__ import annotations
 
 import time
+from collections.abc import Mapping
 
 from airflow_provider_ctas.catalogs.session_catalog import retention
 from airflow_provider_ctas.catalogs.session_catalog.context import RunContext
 from airflow_provider_ctas.catalogs.session_catalog.plan import Publish, partition_names, schema_drift
-from airflow_provider_ctas.catalogs.session_catalog.publish.fence import revoked, still_own_staging
+from airflow_provider_ctas.catalogs.session_catalog.publish.fence import require_own_staging, revoked, still_own_staging
 from airflow_provider_ctas.catalogs.session_catalog.publish.request import Publication
 from airflow_provider_ctas.core.errors import FencedError, PublishError
-from airflow_provider_ctas.core.identifiers import quote, sql_string_literal
+from airflow_provider_ctas.core.identifiers import TableRef, quote, sql_string_literal
 from airflow_provider_ctas.spark.errors import first_line
+
+RELEASED_DIR = "_released"
+"""Inside a released managed staging table's directory: where its metadata points (see below)."""
 
 Switched = list[tuple[tuple[str, ...], str | None]]
 """(partition values, the location it had before; None when it is new), in the order switched."""
@@ -33,7 +37,9 @@ def publish_partitions(ctx: RunContext, pub: Publication) -> None:
     if drift := schema_drift(target_info, table.table_format, table.partition_by, plan.columns):
         raise PublishError(f"{target} changed since begin: {'; '.join(drift)}")
     columns = target_info.partition_columns
-    staged_partitions = ctx.catalog.partitions(staging, columns)
+    staged_partitions = (
+        ctx.catalog.partitions(staging, columns) if pub.staged_partitions is None else pub.staged_partitions
+    )
     current = ctx.catalog.partitions(target, columns)
     switched: Switched = []
     started = time.monotonic()
@@ -80,6 +86,26 @@ def publish_partitions(ctx: RunContext, pub: Publication) -> None:
         "remove superseded partitions",
         lambda: report.touched.extend(retention.remove_superseded_partitions(ctx, columns, old)),
     )
+
+
+def release_managed_staging(ctx: RunContext, staging: TableRef, staged: Mapping[tuple[str, ...], str]) -> str:
+    """Point a managed staging table's metadata at an empty directory inside its own, so that
+    dropping it (which deletes a managed table's locations) keeps the partition data a target is
+    about to read. Spark refuses to turn a managed table external ('EXTERNAL' is a reserved
+    property); relocating its metadata is the same in effect, and moves no data."""
+    root = f"{ctx.catalog.db_location(staging.database)}/{staging.table}"
+    released = f"{root}/{RELEASED_DIR}"
+    # The directory must exist: the metastore logs an ERROR when a drop finds nothing to delete.
+    ctx.catalog.fs.write_text(f"{released}/README", f"{staging}'s metadata points here; its data is next to this\n")
+    columns = list(ctx.table.partition_by)
+    moved = {values: f"{released}/p{i}" for i, values in enumerate(sorted(staged))}
+    try:
+        ctx.catalog.engine.set_partition_locations(staging, columns, moved, lambda _: None)
+        ctx.catalog.sql(f"ALTER TABLE {staging.quoted} SET LOCATION {sql_string_literal(released)}")
+    except Exception as exc:
+        require_own_staging(ctx)  # a newer try dropped it: FencedError
+        raise PublishError(f"could not hand over {staging}'s partitions: {first_line(exc)}") from exc
+    return f"{staging} (released: its {len(staged)} partition(s) stay in {root} when it is dropped)"
 
 
 def _revert(ctx: RunContext, columns: list[str], switched: Switched) -> None:

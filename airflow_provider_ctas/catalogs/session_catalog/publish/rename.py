@@ -65,13 +65,20 @@ def target_appeared(ctx: RunContext, wait_seconds: float = 10.0) -> bool:
     return True
 
 
+class TargetCreatedMeanwhile(Exception):
+    """overwrite_partitions lost the first-use race to another task instance (a backfill's first
+    dates): its staging is kept, and the executor switches its partitions into the new table."""
+
+
 def lost_race(ctx: RunContext, report: PhaseReport) -> None:
     """The target appeared between begin and publish: somebody else won."""
     target, staging = ctx.table.target, ctx.table.staging_table()
     info = ctx.catalog.table_info(target)
+    published_try = ctx.published_try(info) if info is not None else None
+    if ctx.table.mode is Mode.OVERWRITE_PARTITIONS and info is not None and published_try is None:
+        raise TargetCreatedMeanwhile(f"{target} was created by a concurrent run while this one was creating it")
     ctx.catalog.drop(staging)
     report.touched.append(f"{staging} (dropped: target already exists)")
-    published_try = ctx.published_try(info) if info is not None else None
     if published_try is not None:
         ctx.progress.publish(Outcome.ALREADY_PUBLISHED)
         ctx.details["published_by_try"] = published_try
@@ -79,10 +86,5 @@ def lost_race(ctx: RunContext, report: PhaseReport) -> None:
     if ctx.table.mode is Mode.CREATE_IF_NOT_EXISTS:
         ctx.progress.publish(Outcome.TARGET_EXISTS)
         return
-    if ctx.table.mode is Mode.OVERWRITE_PARTITIONS:
-        raise PublishError(
-            f"{target} was created by a concurrent run while this one was creating it; the next "
-            "try overwrites its partitions in the table that now exists"
-        )
     owner = ownership.describe_owner(info.properties) if info else "another writer"
     raise TargetExistsError(f"{target} was created by {owner} while this task ran; that table is left untouched")

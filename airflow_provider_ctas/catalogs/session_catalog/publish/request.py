@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from dataclasses import dataclass
 
 from airflow_provider_ctas.catalogs.session_catalog.catalog import TableInfo
@@ -19,3 +20,6 @@ class Publication:
     """This try's staging table; the fence has just checked it still carries this try's markers."""
     provenance: dict[str, str]
     report: PhaseReport
+    staged_partitions: Mapping[tuple[str, ...], str] | None = None
+    """Where the staged partitions' data is, when the staging table's metadata no longer says so
+    (``partitions.release_managed_staging``); None: ask the staging table."""
