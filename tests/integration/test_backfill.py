@@ -28,7 +28,7 @@ from tests.support.faults import classify_read_error
 
 # 6 task runs on 2 cores: 3-5 minutes beside the rest of the suite. The runs of each pass
 # race, as a backfill's first runs always do (issue 22's failure was a first-publish race); the
-# losers' retries write into the table the winner created; more dates only repeat the steady
+# losers switch their partitions into the table the winner created; more dates only repeat the steady
 # state and cost CI time. Templated per-date targets (the example DAG's ``daily_orders_{{ ds_nodash }}``)
 # are run by test_examples.py and test_assets.py.
 pytestmark = [pytest.mark.integration, pytest.mark.slow, pytest.mark.timeout(2400)]
@@ -234,6 +234,13 @@ def test_backfill_then_reprocess_is_atomic_per_partition(realistic, spark, datab
         for day in range(1, DAYS + 1):
             got = count(spark, events, f"ds = '2024-01-{day:02d}'")
             assert got == expected(1, day), f"day {day}: {got} rows\n" + explain(services, spark, events, first, reader)
+        # The first runs raced to create the table: the losers published into it without a retry.
+        retried = query(
+            services, "SELECT run_id FROM task_instance WHERE dag_id = %s AND try_number > 1", "backfill_partitions"
+        )
+        assert retried == [], "\n".join(
+            line for (run_id,) in retried for line in task_log_lines(services, "backfill_partitions", run_id)
+        )
         days = [f"2024-01-{day:02d}" for day in range(1, DAYS + 1)]
         assert downstream_partitions(services, DAYS) == days, "one downstream run per published partition"
 
