@@ -131,7 +131,7 @@ def package_zip(directory: str) -> str:
 
 def _private_folder(path: Path) -> Path | None:
     """``path``, made if missing, when it is this user's and nobody else can write into it."""
-    with contextlib.suppress(FileExistsError):
+    with contextlib.suppress(OSError):  # exists, or cannot be made: the checks below decide
         path.mkdir(mode=0o700)
     try:
         stat = path.lstat()
