@@ -11,13 +11,18 @@ from __future__ import annotations
 
 import contextlib
 import os
+import socket
 import sys
+from typing import TYPE_CHECKING, Any
 
 from airflow_provider_ctas.core.errors import CorruptStateError
 from airflow_provider_ctas.driver.phases import record_progress, run_phases
 from airflow_provider_ctas.spark.engine import CONNECT_MODE_VARIABLES
 from airflow_provider_ctas.spark.errors import classify
 from airflow_provider_ctas.spark.protocol import RESULT_LINE_PREFIX, PhaseRequest, PhaseResult, error_info
+
+if TYPE_CHECKING:
+    from pyspark.sql import SparkSession
 
 
 class ConsoleReporter:
@@ -70,6 +75,7 @@ def main(argv: list[str] | None = None) -> int:
     # does) and its children inherit it; this driver is a classic session whatever the parent used.
     for variable in CONNECT_MODE_VARIABLES:
         os.environ.pop(variable, None)
+    _check_numpy_without_importing_it()
     spark = SparkSession.builder.enableHiveSupport().getOrCreate()
     spark.conf.set("spark.sql.parser.escapedStringLiterals", "false")
     request: PhaseRequest | None = None
@@ -84,5 +90,43 @@ def main(argv: list[str] | None = None) -> int:
         result = PhaseResult(error=error_info(error.code, str(error), "load"))
         log.warning(f"cannot run: {error}")
     _emit_result(result, request, log)
-    spark.stop()
+    _stop(spark)
     return 0 if result.ok else 1
+
+
+def _check_numpy_without_importing_it() -> None:
+    """pyspark asks of every argument of every JVM call whether it is a NumPy value, through
+    ``pyspark.testing.utils``, whose import loads pandas and pyarrow: 1.2-2.6 s before the first
+    JVM call of any driver (measured, docs/profile.md), for a check that cannot succeed until NumPy
+    is imported. This driver's converters ask ``sys.modules`` instead; converting stays pyspark's."""
+    from py4j import protocol
+    from pyspark.sql import types
+
+    def numpy() -> Any:
+        return sys.modules.get("numpy")
+
+    class ScalarConverter(types.NumpyScalarConverter):
+        def can_convert(self, obj: Any) -> bool:
+            return (module := numpy()) is not None and isinstance(obj, module.generic)
+
+    class ArrayConverter(types.NumpyArrayConverter):
+        def can_convert(self, obj: Any) -> bool:
+            return (module := numpy()) is not None and isinstance(obj, module.ndarray) and obj.ndim == 1
+
+    lighter = {types.NumpyScalarConverter: ScalarConverter, types.NumpyArrayConverter: ArrayConverter}
+    for i, converter in enumerate(protocol.INPUT_CONVERTER):
+        if type(converter) in lighter:
+            protocol.INPUT_CONVERTER[i] = lighter[type(converter)]()
+
+
+def _stop(spark: SparkSession) -> None:
+    """``spark.stop()`` without waiting for the accumulator server's poll loop to notice it should
+    end: up to 0.5 s (0.36-0.46 s measured, docs/profile.md) at the end of every run, spent after the
+    result is written. No job runs any more, the server's thread is a daemon and the process exits
+    right after; only a Unix-socket server, which leaves a socket file behind, is stopped the usual way.
+    """
+    context = spark.sparkContext
+    server = getattr(context, "_accumulatorServer", None)
+    if server is not None and server.address_family in (socket.AF_INET, socket.AF_INET6):
+        context._accumulatorServer = None  # type: ignore[assignment]
+    spark.stop()

@@ -32,6 +32,8 @@ PROGRESS_INTERVAL_SECONDS = 15.0
 # Environment variables with which pyspark's SparkSession.builder makes a Spark Connect session.
 CONNECT_MODE_VARIABLES = ("SPARK_CONNECT_MODE_ENABLED", "SPARK_REMOTE")
 JOB_GROUP = "airflow-ctas"
+# Where a listener that watches SQL statements is registered.
+LISTENER_SETTINGS = ("spark.extraListeners", "spark.sql.queryExecutionListeners")
 Switched = Callable[[list[tuple[str, ...]]], None]
 """Told which partitions now point at their new location, after each metastore call."""
 
@@ -154,19 +156,35 @@ class ClassicEngine:
         identifier = jvm.org.apache.spark.sql.catalyst.TableIdentifier(ref.table, jvm.scala.Some(ref.database))
         self.spark._jsparkSession.sessionState().catalog().dropTable(identifier, True, True)
 
+    def relocate(self, ref: TableRef, location: str, properties: Mapping[str, str]) -> Callable[[], None] | None:
+        """``ALTER TABLE t SET LOCATION`` and ``SET TBLPROPERTIES`` as one catalog call (one metastore
+        ``alter_table``): readers never see the new location without its provenance. Returns the
+        call that puts the entry back as it was; None where the statements stay: a provider with its
+        own catalog, or a listener registered by configuration, which sees a publish only as a
+        statement (Spark's OpenLineage listener names the target by it). Statistics describe the old
+        data, so they go, as the statement drops them."""
+        conf = self.spark.sparkContext.getConf()
+        if any((conf.get(key) or "").strip() for key in LISTENER_SETTINGS):
+            return None
+        before = raw_metadata(self.spark, ref)
+        if before is None or not serves_fully(before):
+            return None
+        jvm: Any = self.spark._jvm
+        uri = jvm.scala.Some(jvm.org.apache.spark.sql.catalyst.catalog.CatalogUtils.stringToURI(location))
+        storage = _copy(before.storage(), locationUri=uri)
+        catalog = self.spark._jsparkSession.sessionState().catalog()
+        catalog.alterTable(_copy(self._changed(before, properties), storage=storage))
+        if before.stats().isDefined():  # alterTable keeps them (measured); a second call, as the statement makes
+            catalog.alterTableStats(before.identifier(), jvm.scala.Option.empty())
+        return lambda: catalog.alterTable(before)
+
     def _changed(self, before: Any, properties: Mapping[str, str]) -> Any:
         """A copy of a JVM ``CatalogTable`` with more properties."""
         jvm: Any = self.spark._jvm
         merged = jvm.java.util.HashMap()
         for key, value in {**properties_of(self.spark, before), **properties}.items():
             merged.put(key, value)
-        fields = [before.productElement(i) for i in range(before.productArity())]
-        # Found by value, not position: the field count differs between Spark versions (properties
-        # comes before ignoredProperties, which is usually empty too).
-        fields[_field_index(before, before.properties())] = jvm.org.apache.spark.api.python.PythonUtils.toScalaMap(
-            merged
-        )
-        return before.copy(*fields)
+        return _copy(before, properties=jvm.org.apache.spark.api.python.PythonUtils.toScalaMap(merged))
 
     def set_partition_locations(
         self, ref: TableRef, columns: list[str], locations: dict[tuple[str, ...], str], switched: Switched
@@ -186,13 +204,8 @@ class ClassicEngine:
             location = locations.get(_values(partition, columns))
             if location is None:
                 continue
-            # Case-class copies with one field replaced, whatever the field count of this Spark version.
-            storage = partition.storage()
-            fields = [storage.productElement(i) for i in range(storage.productArity())]
-            fields[0] = jvm.scala.Some(jvm.org.apache.spark.sql.catalyst.catalog.CatalogUtils.stringToURI(location))
-            parts = [partition.productElement(i) for i in range(partition.productArity())]
-            parts[1] = storage.copy(*fields)
-            changed.add(partition.copy(*parts))
+            uri = jvm.scala.Some(jvm.org.apache.spark.sql.catalyst.catalog.CatalogUtils.stringToURI(location))
+            changed.add(_copy(partition, storage=_copy(partition.storage(), locationUri=uri)))
         if changed.size() != len(locations):
             raise RuntimeError(f"{ref}: {len(locations) - changed.size()} partition(s) to switch disappeared")
         identifier = jvm.org.apache.spark.sql.catalyst.TableIdentifier(ref.table, jvm.scala.Some(ref.database))
@@ -287,6 +300,10 @@ class ConnectEngine:
     def set_properties(self, ref: TableRef, properties: Mapping[str, str]) -> None:
         _set_properties_by_sql(self.spark, ref, properties)
 
+    def relocate(self, ref: TableRef, location: str, properties: Mapping[str, str]) -> Callable[[], None] | None:
+        """None: a Connect client has no handle on the server's catalog (the caller runs the statements)."""
+        return None
+
     def drop(self, ref: TableRef) -> None:
         _drop_by_sql(self.spark, ref)
 
@@ -344,12 +361,13 @@ def _drop_by_sql(spark: SparkSession, ref: TableRef) -> None:
     spark.sql(f"DROP TABLE IF EXISTS {ref.quoted} PURGE")
 
 
-def _field_index(case_class: Any, value: Any) -> int:
-    """The position of the first field of a JVM case class equal to ``value``."""
-    for i in range(case_class.productArity()):
-        if value.equals(case_class.productElement(i)):
-            return i
-    raise RuntimeError(f"{case_class.getClass().getName()} has no such field")
+def _copy(case_class: Any, **changes: Any) -> Any:
+    """A copy of a JVM case class with some fields replaced, found by name: the field list differs
+    between Spark versions, and py4j cannot pass Scala's named arguments."""
+    names = [str(case_class.productElementName(i)) for i in range(case_class.productArity())]
+    if missing := set(changes) - set(names):
+        raise RuntimeError(f"{case_class.getClass().getName()} has no field {sorted(missing)}")
+    return case_class.copy(*(changes.get(name, case_class.productElement(i)) for i, name in enumerate(names)))
 
 
 def _values(partition: Any, columns: list[str]) -> tuple[str, ...]:

@@ -111,3 +111,48 @@ def test_one_call_drop_keeps_drop_table_purge_semantics(spark, database, tmp_pat
     assert described(fresh(spark), managed) is None and described(fresh(spark), external) is None
     assert not managed_dir.exists()
     assert any(data.glob("*.parquet"))
+
+
+def _statistics(spark, ref: TableRef) -> list[str]:
+    rows = spark.sql(f"DESCRIBE TABLE EXTENDED {ref.quoted}").collect()
+    return [row["data_type"] for row in rows if row["col_name"] == "Statistics"]
+
+
+@pytest.mark.parametrize("kind", ["datasource", "hive_serde"])
+def test_relocate_leaves_what_set_location_and_set_tblproperties_leave_and_undoes_it(spark, database, kind, tmp_path):
+    """The flip's one catalog call: the location, properties and statistics as the two statements
+    leave them (other properties kept); its undo puts the entry back as it was."""
+    using = "USING parquet" if kind == "datasource" else "STORED AS PARQUET"
+    by_sql, by_call = TableRef(database, f"by_sql_{kind}"), TableRef(database, f"by_call_{kind}")
+    for ref in (by_sql, by_call):
+        spark.sql(f"CREATE TABLE {ref.quoted} (id BIGINT) {using} TBLPROPERTIES ('k'='v', 'kept'='1')")
+        spark.sql(f"INSERT INTO {ref.quoted} SELECT id FROM range(3)")
+        spark.sql(f"ANALYZE TABLE {ref.quoted} COMPUTE STATISTICS")
+    new_data = (tmp_path / f"new data {kind}").as_uri()
+    spark.sql(f"CREATE TABLE {database}.source_{kind} (id BIGINT) {using} LOCATION '{new_data}'")
+    spark.sql(f"INSERT INTO {database}.source_{kind} SELECT id FROM range(5)")
+    original, old_statistics = described(fresh(spark), by_call), _statistics(fresh(spark), by_call)
+    assert len(old_statistics) == 1 and old_statistics[0].endswith(" 3 rows"), old_statistics
+
+    spark.sql(f"ALTER TABLE {by_sql.quoted} SET LOCATION '{new_data}'")
+    spark.sql(f"ALTER TABLE {by_sql.quoted} SET TBLPROPERTIES ('k'='w', 'n'='1')")
+    undo = ClassicEngine(fresh(spark)).relocate(by_call, new_data, {"k": "w", "n": "1"})
+
+    assert undo is not None
+    session = fresh(spark)
+    by_statements, relocated = described(session, by_sql), described(session, by_call)
+    assert relocated is not None and by_statements is not None and original is not None
+    assert relocated.location == by_statements.location != original.location
+    assert {k: relocated.properties.get(k) for k in ("k", "n", "kept")} == {"k": "w", "n": "1", "kept": "1"}
+    assert {k: by_statements.properties.get(k) for k in ("k", "n", "kept")} == {"k": "w", "n": "1", "kept": "1"}
+    # The metastore sizes the new location; the old data's row count is gone either way.
+    assert _statistics(session, by_call) == _statistics(session, by_sql) != old_statistics
+    assert session.table(by_call.quoted).count() == 5
+
+    undo()
+    session = fresh(spark)
+    restored = described(session, by_call)
+    assert restored is not None
+    assert restored.location == original.location
+    assert (restored.properties.get("k"), "n" in restored.properties) == ("v", False)
+    assert session.table(by_call.quoted).count() == 3

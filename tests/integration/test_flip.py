@@ -1,6 +1,7 @@
 """The flip's fence re-check, run through the real phases in the test's session against the
 metastore service: a newer try's takeover right after the location changed (its begin drops this
-try's staging) must put the target back as it was, and this try must fail as fenced.
+try's staging) must put the target back as it was, and this try must fail as fenced. The location
+and the provenance change in one metastore call, and go back in one.
 """
 
 from __future__ import annotations
@@ -54,6 +55,8 @@ def test_a_takeover_right_after_the_location_change_puts_the_target_back(spark, 
         flipped = described(fresh(spark), TableRef.parse(target))
         staging = executor.ctx.table.staging_table()
         assert flipped is not None and (flipped.location or "").rstrip("/").endswith(f"/{staging.table}"), "flipped"
+        # The provenance came with the location, in the same metastore call.
+        assert flipped.properties.get(markers.TXN_ID) == executor.ctx.table.txn_id
         # What a newer try's begin does to this try: its staging table goes.
         fresh(spark).sql(f"DROP TABLE {staging.quoted}")
     finally:

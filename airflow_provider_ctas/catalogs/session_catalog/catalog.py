@@ -7,6 +7,7 @@ passes values as string literals.
 from __future__ import annotations
 
 import dataclasses
+from collections.abc import Callable
 from dataclasses import dataclass
 from datetime import UTC, datetime
 from typing import TYPE_CHECKING
@@ -100,6 +101,10 @@ class CatalogClient:
 
     def set_properties(self, ref: TableRef, properties: dict[str, str]) -> None:
         self.engine.set_properties(ref, properties)
+
+    def relocate(self, ref: TableRef, location: str, properties: dict[str, str]) -> Callable[[], None] | None:
+        """Location and properties in one catalog call; the undo, or None where only statements can."""
+        return self.engine.relocate(ref, location, properties)
 
     def rename(self, source: TableRef, dest: TableRef) -> None:
         self.sql(f"ALTER TABLE {source.quoted} RENAME TO {quote(dest.database)}.{quote(dest.table)}")

@@ -48,7 +48,8 @@ class RunContext:
         """The try of this transaction that published ``info``, or None.
 
         A flipped table's data directory (reserved name, marker file) is the authority: the flip
-        that put it there is atomic, while the properties are copied afterwards and can lag.
+        that put it there is atomic, while over Spark Connect the properties are copied afterwards
+        and can lag.
         A renamed-in table got its properties atomically with the rename.
         """
         location = (info.location or "").rstrip("/")

@@ -1,4 +1,5 @@
-"""Replace with the same shape: ``ALTER TABLE target SET LOCATION <staging dir>``.
+"""Replace with the same shape: ``ALTER TABLE target SET LOCATION <staging dir>``, with the
+provenance properties in the same metastore call where the driver has the catalog at hand.
 
 Staging is an external table over a marked directory; the old directory is never moved while
 readers may use it, and is retired afterwards only if this provider created it.
@@ -27,12 +28,18 @@ def publish_by_flip(ctx: RunContext, pub: Publication) -> None:
     if problems or not ownership.replaceable(target_info.table_type, target_info.properties):
         raise PublishError(f"{target} changed since begin ({'; '.join(problems) or target_info.table_type})")
     old_location, new_location = target_info.location or "", plan.staging_location or ""
+    properties = {**new_table_properties(table), **provenance}
     started = time.monotonic()
-    ctx.catalog.sql(f"ALTER TABLE {target.quoted} SET LOCATION {sql_string_literal(new_location)}")
+    undo = ctx.catalog.relocate(target, new_location, properties)
+    if undo is None:  # Spark Connect, or a provider with its own catalog: location now, provenance after
+        ctx.catalog.sql(f"ALTER TABLE {target.quoted} SET LOCATION {sql_string_literal(new_location)}")
     flipped = time.monotonic()
     ctx.fault("after_location_change")
     if not still_own_staging(ctx):
-        ctx.catalog.sql(f"ALTER TABLE {target.quoted} SET LOCATION {sql_string_literal(old_location)}")
+        if undo is not None:
+            undo()
+        else:
+            ctx.catalog.sql(f"ALTER TABLE {target.quoted} SET LOCATION {sql_string_literal(old_location)}")
         raise revoked(ctx)
     ctx.progress.publish()
     ctx.details["publish"] = {
@@ -42,11 +49,8 @@ def publish_by_flip(ctx: RunContext, pub: Publication) -> None:
         "location": new_location,
     }
     report.touched.append(f"{target} location {old_location} -> {new_location} ({flipped - started:.3f}s)")
-    properties = {
-        **new_table_properties(table),
-        **provenance,
-    }
-    ctx.after_publish("record provenance", lambda: _stamp_if_still_ours(ctx, new_location, properties))
+    if undo is None:
+        ctx.after_publish("record provenance", lambda: _stamp_if_still_ours(ctx, new_location, properties))
     ctx.after_publish("drop the staging metadata", lambda: ctx.catalog.drop(staging))
     ctx.after_publish(
         "remove the superseded version",
