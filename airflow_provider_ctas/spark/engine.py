@@ -171,9 +171,9 @@ class ClassicEngine:
             return None
         jvm: Any = self.spark._jvm
         uri = jvm.scala.Some(jvm.org.apache.spark.sql.catalyst.catalog.CatalogUtils.stringToURI(location))
-        storage = _copy(before.storage(), locationUri=uri)
+        storage = _with_field(before.storage(), before.storage().locationUri(), uri)
         catalog = self.spark._jsparkSession.sessionState().catalog()
-        catalog.alterTable(_copy(self._changed(before, properties), storage=storage))
+        catalog.alterTable(_with_field(self._changed(before, properties), before.storage(), storage))
         if before.stats().isDefined():  # alterTable keeps them (measured); a second call, as the statement makes
             catalog.alterTableStats(before.identifier(), jvm.scala.Option.empty())
         return lambda: catalog.alterTable(before)
@@ -184,7 +184,7 @@ class ClassicEngine:
         merged = jvm.java.util.HashMap()
         for key, value in {**properties_of(self.spark, before), **properties}.items():
             merged.put(key, value)
-        return _copy(before, properties=jvm.org.apache.spark.api.python.PythonUtils.toScalaMap(merged))
+        return _with_field(before, before.properties(), jvm.org.apache.spark.api.python.PythonUtils.toScalaMap(merged))
 
     def set_partition_locations(
         self, ref: TableRef, columns: list[str], locations: dict[tuple[str, ...], str], switched: Switched
@@ -205,7 +205,8 @@ class ClassicEngine:
             if location is None:
                 continue
             uri = jvm.scala.Some(jvm.org.apache.spark.sql.catalyst.catalog.CatalogUtils.stringToURI(location))
-            changed.add(_copy(partition, storage=_copy(partition.storage(), locationUri=uri)))
+            storage = partition.storage()
+            changed.add(_with_field(partition, storage, _with_field(storage, storage.locationUri(), uri)))
         if changed.size() != len(locations):
             raise RuntimeError(f"{ref}: {len(locations) - changed.size()} partition(s) to switch disappeared")
         identifier = jvm.org.apache.spark.sql.catalyst.TableIdentifier(ref.table, jvm.scala.Some(ref.database))
@@ -361,13 +362,19 @@ def _drop_by_sql(spark: SparkSession, ref: TableRef) -> None:
     spark.sql(f"DROP TABLE IF EXISTS {ref.quoted} PURGE")
 
 
-def _copy(case_class: Any, **changes: Any) -> Any:
-    """A copy of a JVM case class with some fields replaced, found by name: the field list differs
-    between Spark versions, and py4j cannot pass Scala's named arguments."""
-    names = [str(case_class.productElementName(i)) for i in range(case_class.productArity())]
-    if missing := set(changes) - set(names):
-        raise RuntimeError(f"{case_class.getClass().getName()} has no field {sorted(missing)}")
-    return case_class.copy(*(changes.get(name, case_class.productElement(i)) for i, name in enumerate(names)))
+def _with_field(case_class: Any, current: Any, new: Any) -> Any:
+    """A copy of a JVM case class with the first field equal to ``current`` replaced by ``new``.
+
+    Found by value, not by position or name: the field list differs between Spark versions, Scala
+    2.12 (Spark 3.5) has no field names, and py4j cannot pass Scala's named arguments. The fields
+    replaced here come before any other field that could be equal (``properties`` before
+    ``ignoredProperties``, ``storage.locationUri`` first)."""
+    fields = [case_class.productElement(i) for i in range(case_class.productArity())]
+    for i, value in enumerate(fields):
+        if current.equals(value):
+            fields[i] = new
+            return case_class.copy(*fields)
+    raise RuntimeError(f"{case_class.getClass().getName()} has no such field")
 
 
 def _values(partition: Any, columns: list[str]) -> tuple[str, ...]:
