@@ -103,6 +103,9 @@ def _check_numpy_without_importing_it() -> None:
     from py4j import protocol
     from pyspark.sql import types
 
+    if not (hasattr(types, "NumpyScalarConverter") and hasattr(types, "NumpyArrayConverter")):
+        return  # a pyspark without them (the cluster's own may differ): its own check stays
+
     def numpy() -> Any:
         return sys.modules.get("numpy")
 
