@@ -145,7 +145,7 @@ def main(argv: list[str] | None = None) -> int:
         parser.error(f"not an atomic spark-submit approach of ctas_benchmark.py: {unknown}")
     os.environ.pop("SPARK_SUBMIT_OPTS", None)  # Spark's settings are the harness's own, as in ctas_benchmark.py
     root = args.root.resolve()
-    env = bench.prepare(root)
+    env, _ = bench.prepare(root)
     formats = bench.start_format_world(root, env) if bench.in_format_world(args.approaches) else None
     try:
         profiles = [profile_one(root, env, approach, int(args.rows)) for approach in args.approaches]

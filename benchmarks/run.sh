@@ -3,6 +3,7 @@
 # Arguments go to ctas_benchmark.py; without any it runs 1e6, 1e7 and 1e8 rows, 3 repeats.
 # With --backfill first, the rest go to backfill_throughput.py (the realistic stack; starts
 # PostgreSQL like the tests do). With --profile first, profile_phases.py: one run per approach under py-spy.
+# With --ab <revision> first, ab_phases.py: one approach's phases, this tree against that revision, alternately.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 bash scripts/setup.sh
@@ -14,6 +15,9 @@ if [ "${1:-}" = --backfill ]; then
     trap 'bash scripts/postgres.sh stop >/dev/null' EXIT
   fi
   python benchmarks/backfill_throughput.py "$@"
+elif [ "${1:-}" = --ab ]; then
+  shift
+  exec python benchmarks/ab_phases.py "$@"
 elif [ "${1:-}" = --profile ]; then
   shift
   exec python benchmarks/profile_phases.py "$@"
