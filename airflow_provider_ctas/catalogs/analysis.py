@@ -3,8 +3,6 @@ schema, and what its plan reads for lineage. Shared by every strategy's begin.""
 
 from __future__ import annotations
 
-import threading
-from types import TracebackType
 from typing import TYPE_CHECKING, Any
 
 from airflow_provider_ctas.catalogs.query import as_subquery
@@ -18,56 +16,23 @@ if TYPE_CHECKING:
     from airflow_provider_ctas.spark.engine import Engine, Reporter
 
 
-class QueryAnalysis:
-    """The query analysed on a thread of its own while begin reads the catalog: both mostly wait on
-    a fresh driver JVM's first use of a code path (reading an existing table's entry, resolving the
-    query), about half a second each (docs/profile.md), and the JVM serves them at once.
+def analyse_query(
+    spark: SparkSession, sql: str | None, engine: Engine, log: Reporter, details: dict[str, Any]
+) -> StructType:
+    """The query's schema; a query that does not analyse is ``QUERY_ERROR`` (not retried).
+    What the analysed plan reads goes to ``details["inputs"]``."""
+    from pyspark.errors import AnalysisException, ParseException
 
-    Use as a context manager around the catalog reads: leaving it waits for the analysis, so none
-    runs on after begin; a begin that stops early (nothing to do, a refused target) never sees the
-    analysis's outcome, as if the query had not been analysed.
-    """
-
-    def __init__(self, spark: SparkSession, sql: str | None) -> None:
-        if sql is None:
-            raise InvalidInputError("no SQL was sent for this transaction")
-        self._spark, self._sql = spark, sql
-        self._outcome: tuple[DataFrame, StructType] | BaseException | None = None
-        self._thread = threading.Thread(target=self._analyse, name="airflow-ctas-analyse", daemon=True)
-
-    def __enter__(self) -> QueryAnalysis:
-        self._thread.start()
-        return self
-
-    def __exit__(
-        self, exc_type: type[BaseException] | None, exc: BaseException | None, traceback: TracebackType | None
-    ) -> None:
-        self._thread.join()
-
-    def _analyse(self) -> None:
-        try:
-            frame = self._spark.sql(as_subquery(self._sql))
-            self._outcome = (frame, frame.schema)
-        except BaseException as exc:  # noqa: BLE001 - handed to the thread that asks for the result
-            self._outcome = exc
-
-    def result(self, engine: Engine, log: Reporter, details: dict[str, Any]) -> StructType:
-        """The query's schema; a query that does not analyse is ``QUERY_ERROR`` (not retried).
-        What the analysed plan reads goes to ``details["inputs"]``."""
-        from pyspark.errors import AnalysisException, ParseException
-
-        self._thread.join()
-        outcome = self._outcome
-        if isinstance(outcome, (ParseException, AnalysisException)):
-            raise QueryError(f"the SELECT is not a valid query: {first_line(outcome)}") from outcome
-        if isinstance(outcome, BaseException):
-            raise outcome
-        if outcome is None:
-            raise RuntimeError("the query analysis has not run")
-        frame, schema = outcome
-        if (inputs := lineage_inputs(engine, frame, log)) is not None:
-            details["inputs"] = inputs  # for lineage: what the analysed plan reads
-        return schema
+    if sql is None:
+        raise InvalidInputError("no SQL was sent for this transaction")
+    try:
+        frame = spark.sql(as_subquery(sql))
+        schema = frame.schema
+    except (ParseException, AnalysisException) as exc:
+        raise QueryError(f"the SELECT is not a valid query: {first_line(exc)}") from exc
+    if (inputs := lineage_inputs(engine, frame, log)) is not None:
+        details["inputs"] = inputs  # for lineage: what the analysed plan reads
+    return schema
 
 
 def describe_schema(schema: StructType, details: dict[str, Any]) -> None:

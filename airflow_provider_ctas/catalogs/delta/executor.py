@@ -22,7 +22,7 @@ from collections.abc import Callable, Iterator, Mapping
 from contextlib import contextmanager
 from typing import TYPE_CHECKING, Any
 
-from airflow_provider_ctas.catalogs.analysis import QueryAnalysis, describe_schema
+from airflow_provider_ctas.catalogs.analysis import analyse_query, describe_schema
 from airflow_provider_ctas.catalogs.delta import log as delta_log
 from airflow_provider_ctas.catalogs.delta.strategy import DELTA_CATALOG_CLASS
 from airflow_provider_ctas.catalogs.delta.table import FORMAT, DeltaTable, write_version
@@ -116,17 +116,16 @@ class DeltaExecutor(PhaseExecutor[DeltaTable]):
         self.details["spark_application"] = self.engine.application()
         if not self.spark.catalog.databaseExists(target.database):
             raise DatabaseNotFoundError(f"database {target.database!r} does not exist; create it first")
-        with QueryAnalysis(self.spark, self.request.sql) as analysis:
-            if self.table.try_number > 1:
-                report.touched += self._drop_staging(up_to=self.table.try_number - 1)
-            existing = self.catalog.table_info(target)
-            self.began = True
-            if existing is not None and nothing_to_do(
-                self.table, existing.properties, self.progress, self.details, self.log
-            ):
-                report.note = f"outcome {self.outcome}; nothing staged"
-                return
-            schema = analysis.result(self.engine, self.log, self.details)
+        if self.table.try_number > 1:
+            report.touched += self._drop_staging(up_to=self.table.try_number - 1)
+        existing = self.catalog.table_info(target)
+        self.began = True
+        if existing is not None and nothing_to_do(
+            self.table, existing.properties, self.progress, self.details, self.log
+        ):
+            report.note = f"outcome {self.outcome}; nothing staged"
+            return
+        schema = analyse_query(self.spark, self.request.sql, self.engine, self.log, self.details)
         missing = [c for c in self.table.partition_by if c not in {f.name.lower() for f in schema.fields}]
         if missing:
             raise InvalidInputError(f"partition_by names {missing}, which the query does not produce")

@@ -24,7 +24,7 @@ import json
 from collections.abc import Mapping
 from typing import TYPE_CHECKING, Any
 
-from airflow_provider_ctas.catalogs.analysis import QueryAnalysis, describe_schema
+from airflow_provider_ctas.catalogs.analysis import analyse_query, describe_schema
 from airflow_provider_ctas.catalogs.audit import AuditTarget
 from airflow_provider_ctas.catalogs.existing_target import after_lost_race, nothing_to_do
 from airflow_provider_ctas.catalogs.iceberg import metadata as md
@@ -91,15 +91,14 @@ class IcebergExecutor(PhaseExecutor[IcebergTable]):
             raise DatabaseNotFoundError(
                 f"namespace {target.database!r} does not exist in catalog {target.catalog!r}; create it first"
             )
-        with QueryAnalysis(self.spark, self.request.sql) as analysis:
-            if self.table.try_number > 1:
-                report.touched += self._drop_staging(up_to=self.table.try_number - 1)
-            existing = catalog.load(target)
-            self.began = True
-            if existing is not None and self._nothing_to_do(self._published_markers(existing)):
-                report.note = f"outcome {self.outcome}; nothing staged"
-                return
-            schema = self._analyse(analysis)
+        if self.table.try_number > 1:
+            report.touched += self._drop_staging(up_to=self.table.try_number - 1)
+        existing = catalog.load(target)
+        self.began = True
+        if existing is not None and self._nothing_to_do(self._published_markers(existing)):
+            report.note = f"outcome {self.outcome}; nothing staged"
+            return
+        schema = self._analyse()
         if existing is None:
             report.touched.append(self._create_staging(schema))
         else:
@@ -120,8 +119,8 @@ class IcebergExecutor(PhaseExecutor[IcebergTable]):
             return md.ancestor_summary(current, self.table.txn_id) or props
         return props
 
-    def _analyse(self, analysis: QueryAnalysis) -> StructType:
-        schema = analysis.result(self.engine, self.log, self.details)
+    def _analyse(self) -> StructType:
+        schema = analyse_query(self.spark, self.request.sql, self.engine, self.log, self.details)
         missing = [c for c in self.table.partition_by if c not in {f.name.lower() for f in schema.fields}]
         if missing:
             raise InvalidInputError(f"partition_by names {missing}, which the query does not produce")

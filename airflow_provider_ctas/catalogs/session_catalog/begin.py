@@ -6,7 +6,7 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING
 
-from airflow_provider_ctas.catalogs.analysis import QueryAnalysis, describe_schema
+from airflow_provider_ctas.catalogs.analysis import analyse_query, describe_schema
 from airflow_provider_ctas.catalogs.provenance import new_table_properties
 from airflow_provider_ctas.catalogs.session_catalog import ownership, recovery
 from airflow_provider_ctas.catalogs.session_catalog.catalog import TableInfo, now_iso
@@ -49,14 +49,13 @@ def begin(ctx: RunContext, report: PhaseReport) -> Plan:
     # publishes or aborts: recovery.finish_cleanup). A first try has no earlier tries, and its
     # driver is never relaunched (cluster deploy mode is refused), so it skips the scan; were its
     # staging there after all, creating it fails and the next try cleans up.
-    with QueryAnalysis(ctx.spark, ctx.request.sql) as analysis:
-        if ctx.table.try_number > 1:
-            report.touched += recovery.clean_tries(ctx, up_to=ctx.table.try_number, delete_dirs=False)
-        info = ctx.catalog.table_info(target) or _require_free_location(ctx)
-        if info is not None and (skip := _decide_on_existing_target(ctx, info)) is not None:
-            report.note = f"outcome {skip}; no staging created"
-            return Plan(skip=skip)
-        schema = _analyse(ctx, analysis)
+    if ctx.table.try_number > 1:
+        report.touched += recovery.clean_tries(ctx, up_to=ctx.table.try_number, delete_dirs=False)
+    info = ctx.catalog.table_info(target) or _require_free_location(ctx)
+    if info is not None and (skip := _decide_on_existing_target(ctx, info)) is not None:
+        report.note = f"outcome {skip}; no staging created"
+        return Plan(skip=skip)
+    schema = _analyse(ctx)
     columns = tuple((f.name, f.dataType.simpleString()) for f in schema.fields)
     object_store = on_object_store(ctx.catalog.db_location(target.database))
     mechanism, problems = choose_mechanism(
@@ -157,10 +156,10 @@ def _require_free_location(ctx: RunContext) -> TableInfo | None:
     )
 
 
-def _analyse(ctx: RunContext, analysis: QueryAnalysis) -> StructType:
+def _analyse(ctx: RunContext) -> StructType:
     from pyspark.sql.types import StructType
 
-    schema = analysis.result(ctx.catalog.engine, ctx.log, ctx.details)
+    schema = analyse_query(ctx.spark, ctx.request.sql, ctx.catalog.engine, ctx.log, ctx.details)
     by_name = {f.name: f for f in schema.fields}
     ordered = StructType(
         [by_name[name] for name in column_order([f.name for f in schema.fields], ctx.table.partition_by)]
