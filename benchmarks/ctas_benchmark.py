@@ -225,8 +225,8 @@ def start_s3_server(root: Path, env: dict[str, str]) -> Any:
 
 
 def warehouse(root: Path, approach: str) -> Path:
-    if approach.startswith(FORMATS) or (root / "hms" / "warehouse").is_dir():
-        return root / "hms" / "warehouse"  # the metastore service's (HiveMetastore)
+    if (root / "hms" / "warehouse").is_dir():  # a metastore service's (the formats' world, --metastore service)
+        return root / "hms" / "warehouse"
     return root / "connect" / "warehouse" if approach.startswith("connect_") else root / "warehouse"
 
 

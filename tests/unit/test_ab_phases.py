@@ -2,17 +2,12 @@
 
 from __future__ import annotations
 
-import importlib.util
 import subprocess
-import sys
 from pathlib import Path
 
-_BENCHMARKS = Path(__file__).resolve().parents[2] / "benchmarks"
-sys.path.insert(0, str(_BENCHMARKS))  # ab_phases imports ctas_benchmark beside it
-_SPEC = importlib.util.spec_from_file_location("ab_phases", _BENCHMARKS / "ab_phases.py")
-assert _SPEC is not None and _SPEC.loader is not None
-ab_phases = importlib.util.module_from_spec(_SPEC)
-_SPEC.loader.exec_module(ab_phases)
+from tests.support.benchmarks import load
+
+ab_phases = load("ab_phases")
 
 
 def test_the_base_side_is_the_revisions_package(tmp_path: Path) -> None:

@@ -2,18 +2,13 @@
 
 from __future__ import annotations
 
-import importlib.util
-from pathlib import Path
 from typing import Any
 
 import pytest
 
-_SPEC = importlib.util.spec_from_file_location(
-    "ctas_benchmark", Path(__file__).resolve().parents[2] / "benchmarks" / "ctas_benchmark.py"
-)
-assert _SPEC is not None and _SPEC.loader is not None
-bench = importlib.util.module_from_spec(_SPEC)
-_SPEC.loader.exec_module(bench)
+from tests.support.benchmarks import load
+
+bench = load("ctas_benchmark")
 
 
 def run(size: int, approach: str, wall: float, **extra: Any) -> dict[str, Any]:

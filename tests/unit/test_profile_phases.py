@@ -2,16 +2,9 @@
 
 from __future__ import annotations
 
-import importlib.util
-import sys
-from pathlib import Path
+from tests.support.benchmarks import load
 
-_BENCHMARKS = Path(__file__).resolve().parents[2] / "benchmarks"
-sys.path.insert(0, str(_BENCHMARKS))  # profile_phases imports ctas_benchmark beside it
-_SPEC = importlib.util.spec_from_file_location("profile_phases", _BENCHMARKS / "profile_phases.py")
-assert _SPEC is not None and _SPEC.loader is not None
-profile = importlib.util.module_from_spec(_SPEC)
-_SPEC.loader.exec_module(profile)
+profile = load("profile_phases")
 
 TASK = 'process 1:"python one_run.py atomic_create"'
 SUBMIT = 'process 2:"bash spark-class SparkSubmit --py-files x.zip airflow_ctas_app.py request.json"'
