@@ -71,8 +71,9 @@ def operator_source(approach: str, target: str, sql_file: str, result_file: str)
     if approach.startswith(FORMATS):
         return format_operator_source(approach, target, sql_file, result_file, conf)
     column = partition_column(approach)
-    if approach in ("plain", "plain_flat"):
-        args = [target, column, sql_file, result_file]
+    if approach in ("plain", "plain_flat", "plain_overwrite", "plain_overwrite_flat"):
+        verb = ["parquet", "overwrite"] if approach.startswith("plain_overwrite") else []
+        args = [target, column, sql_file, result_file, *verb]
         return f"SparkSubmitOperator(task_id='ctas', application={str(APPS / 'plain_ctas.py')!r}, application_args={args!r}, conf={conf!r})"  # noqa: E501
     if approach in ("connect_plain", "connect_plain_flat"):
         args = [CONNECT_CONN_ID, target, column, sql_file, result_file]

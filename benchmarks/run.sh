@@ -4,6 +4,7 @@
 # With --backfill first, the rest go to backfill_throughput.py (the realistic stack; starts
 # PostgreSQL like the tests do). With --profile first, profile_phases.py: one run per approach under py-spy.
 # With --ab <revision> first, ab_phases.py: one approach's phases, this tree against that revision, alternately.
+# With --compare <before.md> <after.md> first, phases_compared.py: two reports' phases side by side, as a section.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 bash scripts/setup.sh
@@ -18,6 +19,9 @@ if [ "${1:-}" = --backfill ]; then
 elif [ "${1:-}" = --ab ]; then
   shift
   exec python benchmarks/ab_phases.py "$@"
+elif [ "${1:-}" = --compare ]; then
+  shift
+  exec python benchmarks/phases_compared.py "$@"
 elif [ "${1:-}" = --profile ]; then
   shift
   exec python benchmarks/profile_phases.py "$@"

@@ -1,9 +1,12 @@
 """Baseline (a): the CTAS a user runs today with ``SparkSubmitOperator``; not atomic.
 
 spark-submit plain_ctas.py <target> <partition column, or - for none> <file with the SELECT> <result json>
-             [<format, default parquet> <create | replace>]
+             [<format, default parquet> <create | replace | overwrite>]
 
-The result file records the CTAS statement's own time, to set against the atomic run's phases.
+``overwrite`` is the plain way to rebuild an existing table of the same shape: ``INSERT OVERWRITE``
+(dynamic: of a partitioned table, the partitions the query produces), which deletes the old files
+before it writes the new ones. The result file records the statement's own time, to set against the
+atomic run's phases.
 """
 
 import json
@@ -20,8 +23,12 @@ with open(sql_file) as handle:
     select = handle.read()
 partitioned = f" PARTITIONED BY ({partition_column})" if partition_column != "-" else ""
 started = time.monotonic()
-create = "CREATE OR REPLACE TABLE" if verb == "replace" else "CREATE TABLE"
-spark.sql(f"{create} {target} USING {table_format}{partitioned} AS {select}")
+if verb == "overwrite":
+    spark.conf.set("spark.sql.sources.partitionOverwriteMode", "dynamic")
+    spark.sql(f"INSERT OVERWRITE TABLE {target} {select}")
+else:
+    create = "CREATE OR REPLACE TABLE" if verb == "replace" else "CREATE TABLE"
+    spark.sql(f"{create} {target} USING {table_format}{partitioned} AS {select}")
 with open(result_file, "w") as handle:
     json.dump({"statement_seconds": time.monotonic() - started}, handle)
 spark.stop()

@@ -89,3 +89,21 @@ def test_every_run_keeps_its_session_so_lines_never_join_two_sessions():
     data = bench.merge([session("m", "d1", [run(10**6, "plain", 1.0)]), session("m", "d2", [run(10**7, "plain", 2.0)])])
     assert [r["session"] for r in data["runs"]] == ["d1", "d2"]
     assert {r["session"] for r in bench.summarize(data)} == {"d1", "d2"}
+
+
+def test_rebuilding_a_table_is_also_set_against_the_plain_statement_that_rebuilds_it():
+    runs = [
+        run(10**6, "plain_flat", 10.0, phases={"statement": 5.0}),
+        run(10**6, "plain_overwrite_flat", 11.0, phases={"statement": 5.6}),
+        run(10**6, "atomic_replace_flip", 11.5, phases={"begin": 4.0, "prepare": 2.0, "commit": 0.9}),
+        run(10**6, "atomic_create", 10.5, phases={"begin": 4.0, "prepare": 2.0, "commit": 0.9}),
+    ]
+    data = bench.merge([session("m", "d", runs)])
+    rows = {r["approach"]: r for r in bench.summarize(data)}
+    flip = rows["atomic_replace_flip"]
+    assert (flip["ratio"], flip["same_ratio"], flip["same_overhead"]) == pytest.approx((1.15, 11.5 / 11.0, 0.5))
+    assert rows["atomic_create"]["same_ratio"] is None  # a new table: the plain CTAS is the same operation
+    report = bench.render_report(data, bench.summarize(data), "plot.png")
+    line = next(x for x in report.splitlines() if "flip" in x and "0.90 s" in x)
+    assert line.endswith("| +1.90 s | +1.30 s |")  # 4.0 + 0.9 + 2.0 - 5.0, and - 5.6
+    assert set(bench.SAME_OPERATION.values()) <= {a for a in bench.APPROACHES if bench.BASELINE[a] == a}
