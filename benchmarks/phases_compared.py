@@ -103,7 +103,7 @@ def insert_section(report: str, section: str) -> str:
     """``report`` with ``section`` in place of an earlier one, before the backfill section if any."""
     main, backfill_mark, backfill = report.partition(bench.BACKFILL_SECTION)
     main = main.split(SECTION, 1)[0]  # an earlier section sits between the report and the backfill
-    return main.rstrip("\n") + "\n" + section + backfill_mark + backfill
+    return (main.rstrip("\n") + "\n" + section + backfill_mark + backfill).lstrip("\n")
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -113,7 +113,7 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--out", type=Path, default=bench.REPO / "docs" / "benchmarks.md")
     args = parser.parse_args(argv)
     section = render(saved_runs(args.before), saved_runs(args.after), (str(args.before), str(args.after)))
-    args.out.write_text(insert_section(args.out.read_text(), section))
+    args.out.write_text(insert_section(args.out.read_text() if args.out.exists() else "", section))
     print(f"wrote the phases before and after into {args.out}")
     return 0
 

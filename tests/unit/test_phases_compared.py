@@ -63,6 +63,7 @@ def test_the_section_replaces_an_earlier_one_before_the_backfill_section() -> No
     assert compared.insert_section("main report\n", compared.SECTION + "\nnew\n") == (
         "main report\n" + compared.SECTION + "\nnew\n"
     )
+    assert compared.insert_section("", compared.SECTION + "\nnew\n") == compared.SECTION.lstrip("\n") + "\nnew\n"
 
 
 def test_a_rerun_of_the_harness_keeps_both_added_sections() -> None:
