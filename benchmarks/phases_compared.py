@@ -52,7 +52,7 @@ def phase_rows(data: dict[str, Any]) -> dict[tuple[int, str], dict[str, Any]]:
         base = statements.get((row["size"], bench.BASELINE[row["approach"]]))
         out[(row["size"], row["approach"])] = {
             **phases,
-            "extra_prepare": phases["prepare"] - base if base is not None else None,
+            "extra_prepare": phases["prepare"] - base if base is not None and "prepare" in phases else None,
             "work": bench.atomic_work(phases, base),
             "ratio": row["ratio"],
             "session": row["session"],

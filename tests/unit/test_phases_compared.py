@@ -70,3 +70,12 @@ def test_a_rerun_of_the_harness_keeps_both_added_sections() -> None:
     added = bench.PHASES_COMPARED_SECTION + "\nphases\n" + bench.BACKFILL_SECTION + "\nbackfill\n"
     assert bench.other_sections("generated report\n" + added) == added
     assert bench.other_sections("generated report\n") == ""
+
+
+def test_an_approach_without_a_prepare_phase_shows_no_atomic_work(tmp_path: Path) -> None:
+    runs = [
+        run("d1", "delta_plain_rtas", 20.0, {"statement": 9.0}),
+        run("d1", "delta_replace", 21.0, {"begin": 1.0, "commit": 10.0}),  # Delta writes at commit
+    ]
+    row = compared.phase_rows(compared.saved_runs(report(tmp_path, "d.md", runs)))[(10**6, "delta_replace")]
+    assert (row["extra_prepare"], row["work"], row["ratio"]) == (None, None, pytest.approx(1.05))
