@@ -27,17 +27,11 @@ SECTION = bench.PHASES_COMPARED_SECTION
 
 
 def saved_runs(report: Path) -> dict[str, Any]:
-    """The merged data of a report, from its raw runs."""
+    """A report's raw runs, as the harness rendered them (merged already: each run names its session)."""
     text = report.read_text()
     if "```json" not in text:
         raise SystemExit(f"{report} has no raw runs")
-    runs = json.loads(text.split("```json", 1)[1].split("```", 1)[0])
-    sessions = sorted({run["session"] for run in runs})
-    by_session = [
-        {"machine": "", "date": date, "repeats": 0, "runs": [r for r in runs if r["session"] == date]}
-        for date in sessions
-    ]
-    return bench.merge(by_session)
+    return {"runs": json.loads(text.split("```json", 1)[1].split("```", 1)[0])}
 
 
 def phase_rows(data: dict[str, Any]) -> dict[tuple[int, str], dict[str, Any]]:
