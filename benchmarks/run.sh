@@ -5,6 +5,7 @@
 # PostgreSQL like the tests do). With --profile first, profile_phases.py: one run per approach under py-spy.
 # With --ab <revision> first, ab_phases.py: one approach's phases, this tree against that revision, alternately.
 # With --compare <before.md> <after.md> first, phases_compared.py: two reports' phases side by side, as a section.
+# With --floor first, replace_floor.py: the least a same-shape replace costs over a plain CTAS, in a fresh driver.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 bash scripts/setup.sh
@@ -22,6 +23,9 @@ elif [ "${1:-}" = --ab ]; then
 elif [ "${1:-}" = --compare ]; then
   shift
   exec python benchmarks/phases_compared.py "$@"
+elif [ "${1:-}" = --floor ]; then
+  shift
+  exec python benchmarks/replace_floor.py "$@"
 elif [ "${1:-}" = --profile ]; then
   shift
   exec python benchmarks/profile_phases.py "$@"
