@@ -128,6 +128,9 @@ class MarkerFile:
     retained: tuple[Retained, ...] = ()
     """Versions this directory's publish (or an earlier one it inherited them from) superseded and keeps
     for readers until their time is up; the next publish that supersedes this directory deletes them."""
+    revoked_by: int | None = None
+    """The newer try of the same transaction that fenced this (unregistered) staging directory: its
+    try may no longer publish it. The marker stays, so recovery and GC still know whose it is."""
 
     def to_json(self) -> str:
         return json.dumps({**asdict(self), "retained": [asdict(r) for r in self.retained]}, sort_keys=True)
@@ -142,7 +145,7 @@ class MarkerFile:
         created_at, published_at, task = data.get("created_at"), data.get("published_at"), data.get("task")
         if not (isinstance(txn_id, str) and isinstance(try_number, int) and isinstance(target, str)):
             return None
-        retained = data.get("retained")
+        retained, revoked_by = data.get("retained"), data.get("revoked_by")
         return cls(
             txn_id,
             try_number,
@@ -157,6 +160,7 @@ class MarkerFile:
                 and isinstance(entry.get("path"), str)
                 and isinstance(entry.get("delete_after"), str)
             ),
+            revoked_by if isinstance(revoked_by, int) else None,
         )
 
 

@@ -42,6 +42,10 @@ class FileSystem(Protocol):
         """Seconds since the epoch."""
         ...
 
+    def data_files(self, uri: str) -> tuple[int, int]:
+        """How many data files are below ``uri``, and their bytes (hidden files do not count)."""
+        ...
+
     def read_text(self, uri: str) -> str | None: ...
 
     def write_text(self, uri: str, text: str) -> None: ...
@@ -95,6 +99,16 @@ class HadoopFileSystem:
             if not _hidden(str(files.next().getPath().getName())):
                 return True
         return False
+
+    def data_files(self, uri: str) -> tuple[int, int]:
+        path, fs = self._path(uri)
+        count = size = 0
+        files = fs.listFiles(path, True)
+        while files.hasNext():
+            status = files.next()
+            if not _hidden(str(status.getPath().getName())):
+                count, size = count + 1, size + int(status.getLen())
+        return count, size
 
     def modified_at(self, uri: str) -> float:
         path, fs = self._path(uri)
@@ -190,6 +204,13 @@ class ConnectFileSystem:
     def has_files(self, uri: str) -> bool:
         frame = self._files(uri)
         return frame is not None and bool(frame.limit(1).collect())
+
+    def data_files(self, uri: str) -> tuple[int, int]:
+        from pyspark.sql import functions
+
+        frame = self.spark.read.format("binaryFile").option("recursiveFileLookup", "true").load(uri)
+        row = frame.select(functions.count("path").alias("n"), functions.sum("length").alias("bytes")).collect()[0]
+        return int(row["n"]), int(row["bytes"] or 0)
 
     def modified_at(self, uri: str) -> float:
         """The newest file's time: a directory's own time is not visible over Connect (0 when empty)."""

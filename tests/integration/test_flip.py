@@ -1,16 +1,18 @@
 """The flip's fence re-check, run through the real phases in the test's session against the
-metastore service: a newer try's takeover right after the location changed (its begin drops this
-try's staging) must put the target back as it was, and this try must fail as fenced. The location
+metastore service: a newer try's takeover right after the location changed (its begin marks this
+try's staging directory revoked) must put the target back as it was, and this try must fail as fenced. The location
 and the provenance change in one metastore call, and go back in one.
 """
 
 from __future__ import annotations
 
+import dataclasses
 import threading
 from pathlib import Path
 
 import pytest
 
+from airflow_provider_ctas.catalogs.session_catalog.catalog import CatalogClient
 from airflow_provider_ctas.catalogs.session_catalog.executor import SessionCatalogExecutor
 from airflow_provider_ctas.core import markers
 from airflow_provider_ctas.core.errors import FencedError
@@ -57,8 +59,12 @@ def test_a_takeover_right_after_the_location_change_puts_the_target_back(spark, 
         assert flipped is not None and (flipped.location or "").rstrip("/").endswith(f"/{staging.table}"), "flipped"
         # The provenance came with the location, in the same metastore call.
         assert flipped.properties.get(markers.TXN_ID) == executor.ctx.table.txn_id
-        # What a newer try's begin does to this try: its staging table goes.
-        fresh(spark).sql(f"DROP TABLE {staging.quoted}")
+        # What a newer try's begin does to this try: its staging directory's marker says revoked.
+        client = CatalogClient(fresh(spark))
+        location = executor.ctx.staging_directory or ""
+        marker = client.read_marker(location)
+        assert marker is not None and marker.revoked_by is None
+        client.fs.write_text(f"{location}/{markers.MARKER_FILE}", dataclasses.replace(marker, revoked_by=2).to_json())
     finally:
         flag.touch()
         worker.join(timeout=300)

@@ -80,8 +80,9 @@ def test_spark_openlineage_listener_joins_our_events_and_never_names_staging_as_
     stack, spark, database, tmp_path
 ):
     """With Spark's own OpenLineage listener on (the real jar), its events are children of the
-    task's run and name the same catalog datasets as the provider's; the staging table's writes
-    appear under the staging table's own name, and the target appears only with the publish."""
+    task's run and name the same catalog datasets as the provider's; the writes appear under the
+    staging table's own name (a flip's under its staging directory), and the target appears only with
+    the publish."""
     jar = subprocess.run(
         [sys.executable, "scripts/fetch_jars.py", "--path", OPENLINEAGE_SPARK],
         capture_output=True,
@@ -132,10 +133,13 @@ def test_spark_openlineage_listener_joins_our_events_and_never_names_staging_as_
         assert {(i["namespace"], i["name"]) for i in ours["COMPLETE"]["inputs"]} == {(namespace, f"{database}.orders")}
         assert (namespace, f"{database}.orders") in their_inputs
         assert (namespace, target) in set().union(*(names for _, names in their_outputs))
-        # The query's writes went to the staging table, under its own name; the target is named
-        # only by the metadata step that published it.
-        writes = [names for e, names in their_outputs if "insert_into" in e["job"]["name"]]
+        # The query's writes went to staging: the staging table, under its own name (create), or a
+        # flip's staging directory, by path; the target is named only by the step that published it.
+        writes = [(e, names) for e, names in their_outputs if "insert_into" in e["job"]["name"]]
         assert writes
-        assert all(names and all("__ctas_" in name for _, name in names) for names in writes)
+        for event, names in writes:
+            assert all("__ctas_" in output["name"] for output in event["outputs"]), event["outputs"]
+            assert all("__ctas_" in name for _, name in names)
+            assert names or mode == "replace", "a staging table is named by its catalog name"
         publishing = {e["job"]["name"].split(".")[1] for e, names in their_outputs if (namespace, target) in names}
         assert publishing and all(step.startswith("execute_alter_table") for step in publishing), publishing

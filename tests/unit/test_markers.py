@@ -60,3 +60,11 @@ def test_superseded_record_parses_only_complete_records():
     assert markers.parse_time("garbage") is None
     naive = markers.parse_time("2024-01-01T00:00:00")
     assert naive is not None and naive.tzinfo is not None
+
+
+def test_a_revoked_marker_keeps_its_owner_and_says_by_which_try():
+    marker = markers.MarkerFile("txn", 1, "db.t", "2024-01-01T00:00:00+00:00", revoked_by=2)
+    parsed = markers.MarkerFile.parse(marker.to_json())
+    assert parsed == marker and parsed.txn_id == "txn" and parsed.revoked_by == 2
+    garbled = markers.MarkerFile.parse(marker.to_json().replace('"revoked_by": 2', '"revoked_by": "2"'))
+    assert garbled is not None and garbled.revoked_by is None

@@ -148,3 +148,12 @@ def test_on_an_object_store_nothing_publishes_by_moving_data():
     )
     assert choose(Shape(), object_store=True) == (Publish.FLIP, [])  # same shape: a flip copies nothing
     assert Plan.from_dict(Plan(Publish.RENAME, object_store=True).to_dict()).object_store
+
+
+@pytest.mark.parametrize("object_store", [False, True])
+def test_only_a_flip_stages_without_a_table(object_store):
+    """A flip needs a directory to point the target at, and its marker fences it; a rename needs the
+    staging table, and switched partitions are listed from it."""
+    registered = {m: Plan(m, object_store=object_store).registered_staging for m in Publish}
+    assert registered == {m: m is not Publish.FLIP for m in Publish}
+    assert Plan(Publish.FLIP, object_store=object_store).external_staging

@@ -176,20 +176,30 @@ def _create_staging(ctx: RunContext, plan: Plan, schema: StructType) -> tuple[st
     marker = markers.MarkerFile(
         table.txn_id, table.try_number, table.target.qualified, now_iso(), table.key.to_dict()
     ).to_json()
+    # A managed table's location is the one Spark itself gives it: the database's, plus its name.
+    location = f"{ctx.catalog.db_location(table.target.database)}/{staging.table}"
+    ctx.details["staging_location"] = location
+    ctx.staged_schema = schema
+    mechanism = (plan.mechanism or Publish.RENAME).value
+    if not plan.registered_staging:
+        # The directory is the staging: it must be this try's from its first file (its driver is
+        # never relaunched, so one that exists was left by something else; the next try looks).
+        if ctx.catalog.fs.exists(location):
+            raise PublishError(f"staging directory {location} exists already; the next try cleans it up")
+        ctx.catalog.fs.write_text(f"{location}/{markers.MARKER_FILE}", marker)
+        ctx.staging_directory = location
+        return location, f"{location} (marked, empty, for a {mechanism})"
     directory = None
     if plan.external_staging:
         # External over a directory that carries its marker before the table exists: the
         # publish hands this directory to the target, and dropping staging must not delete it.
-        directory = f"{ctx.catalog.db_location(table.target.database)}/{staging.table}"
+        directory = location
         ctx.catalog.fs.write_text(f"{directory}/{markers.MARKER_FILE}", marker)
     ctx.catalog.sql(
         create_table_sql(staging.quoted, schema, table.table_format, table.partition_by, properties, directory)
     )
-    # A managed table's location is the one Spark itself gives it: the database's, plus its name.
-    location = f"{ctx.catalog.db_location(table.target.database)}/{staging.table}"
     if not plan.external_staging:
         ctx.catalog.fs.write_text(f"{location}/{markers.MARKER_FILE}", marker)
     ctx.details["staging_table"] = staging.qualified
-    ctx.details["staging_location"] = location
     kind = "external" if plan.external_staging else "managed"
-    return location, f"{staging} (created, empty, {kind}, for a {(plan.mechanism or Publish.RENAME).value})"
+    return location, f"{staging} (created, empty, {kind}, for a {mechanism})"

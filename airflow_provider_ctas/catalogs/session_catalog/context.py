@@ -16,6 +16,7 @@ from airflow_provider_ctas.spark.protocol import PhaseRequest
 
 if TYPE_CHECKING:
     from pyspark.sql import SparkSession
+    from pyspark.sql.types import StructType
 
     from airflow_provider_ctas.spark.engine import Reporter
 
@@ -31,6 +32,10 @@ class RunContext:
     details: dict[str, Any] = field(default_factory=dict)
     retained: dict[str, markers.Retained] = field(default_factory=dict)
     """Superseded versions kept for readers, recorded in the new version's marker after publishing."""
+    staged_schema: StructType | None = None
+    """The staging's columns, as begin created it (to read staging that is only a directory)."""
+    staging_directory: str | None = None
+    """Set when this try's staging is only a marked directory (a flip), which its marker fences."""
 
     def fault(self, point: str) -> None:
         faults.inject(self.request.faults, point, self.table.try_number, self.log.info)

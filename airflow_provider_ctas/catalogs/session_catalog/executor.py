@@ -34,6 +34,7 @@ from airflow_provider_ctas.catalogs.session_catalog.table import Mode, SessionCa
 from airflow_provider_ctas.core import markers
 from airflow_provider_ctas.core.checks import CheckResult, checks_from_wire, summary
 from airflow_provider_ctas.core.errors import InvalidInputError
+from airflow_provider_ctas.core.identifiers import quote
 from airflow_provider_ctas.core.transaction import Outcome
 from airflow_provider_ctas.spark.errors import first_line
 from airflow_provider_ctas.spark.protocol import PhaseReport, PhaseRequest, Reached
@@ -111,7 +112,7 @@ class SessionCatalogExecutor:
         table = self.ctx.table
         published = self.ctx.catalog.table_info(table.target) is not None
         target = AuditTarget(
-            staged=table.staging_table().quoted,
+            staged=self._staged(),
             published=table.target.quoted if published else None,
             columns=[name for name, _ in plan.columns],
             replaced_partitions_of=table.partition_by if table.mode is Mode.OVERWRITE_PARTITIONS else (),
@@ -124,14 +125,50 @@ class SessionCatalogExecutor:
             raise InvalidInputError("no SQL was sent for this transaction")
         staging = ctx.table.staging_table()
         with ctx.catalog.engine.progress(f"prepare {ctx.table.target}", ctx.log):
-            result = ctx.spark.sql(f"INSERT INTO {staging.quoted} BY NAME {as_subquery(ctx.request.sql)}")
-        metrics = self._write_metrics(result)
+            if plan.registered_staging:
+                result = ctx.spark.sql(f"INSERT INTO {staging.quoted} BY NAME {as_subquery(ctx.request.sql)}")
+                metrics = self._write_metrics(result)
+            else:
+                metrics = self._append(plan, ctx.request.sql)
         if "row_count" not in metrics:
-            metrics["row_count"] = int(ctx.spark.table(staging.qualified).count())
+            metrics["row_count"] = int(ctx.spark.table(self._staged()).count())
         ctx.details.update(metrics)
-        report.touched.append(f"{staging} ({metrics['row_count']} rows written)")
+        report.touched.append(f"{ctx.staging_directory or staging} ({metrics['row_count']} rows written)")
         ctx.progress.reached = Reached.PREPARED
         ctx.fault("after_prepare")
+
+    def _append(self, plan: Plan, sql: str) -> dict[str, int]:
+        """The new version appended to the staging directory: append keeps its marker, and Spark SQL
+        has no ``INSERT INTO`` a path. The columns go in the staging's order; the rows are counted
+        by an observation of the write (no second job), files and bytes by listing the directory."""
+        from pyspark.sql import Observation, functions
+
+        ctx = self.ctx
+        frame = ctx.spark.sql(as_subquery(sql)).select(*[quote(name) for name, _ in plan.columns])
+        rows = Observation("airflow_ctas_rows")
+        # Not ``lit``: it imports pyspark.testing.utils, and with it pandas (over a second in a driver).
+        writer = frame.observe(rows, functions.expr("count(1)").alias("rows")).write.mode("append")
+        writer.format(ctx.table.table_format).save(plan.staging_location)
+        files, size = ctx.catalog.fs.data_files(plan.staging_location or "")
+        metrics = {"files": files, "bytes": size}
+        try:
+            metrics["row_count"] = int(rows.get["rows"])
+        except Exception as exc:  # noqa: BLE001 - the count is a report; counting the rows is the fallback
+            ctx.log.warning(f"could not observe the written rows ({first_line(exc)}); counting them instead")
+        return metrics
+
+    def _staged(self) -> str:
+        """The name the staged version is read by: the staging table, or a temporary view over the
+        staging directory, defined now so that it lists the files written so far."""
+        ctx = self.ctx
+        staging = ctx.table.staging_table()
+        if ctx.staging_directory is None:
+            return staging.quoted
+        reader = ctx.spark.read.format(ctx.table.table_format)
+        if ctx.staged_schema is not None:
+            reader = reader.schema(ctx.staged_schema)
+        reader.load(ctx.staging_directory).createOrReplaceTempView(staging.table)
+        return quote(staging.table)
 
     def _write_metrics(self, result: DataFrame) -> dict[str, int]:
         try:

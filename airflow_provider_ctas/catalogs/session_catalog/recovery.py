@@ -6,6 +6,9 @@ by the driver itself when a phase fails before publishing.
 
 from __future__ import annotations
 
+import dataclasses
+from collections.abc import Iterator
+
 from airflow_provider_ctas.catalogs.session_catalog import ownership, retention
 from airflow_provider_ctas.catalogs.session_catalog.catalog import TableInfo
 from airflow_provider_ctas.catalogs.session_catalog.context import RunContext
@@ -44,8 +47,22 @@ def clean_tries(ctx: RunContext, up_to: int, *, delete_dirs: bool = True) -> lis
             touched.append(f"{ref} (staging of try {parsed.try_number} dropped: {what})")
         else:
             ctx.log.warning(f"{ref} has a reserved name but not this transaction's markers; left alone")
-    if delete_dirs:
-        touched += _clean_orphan_directories(ctx, up_to)
+    touched += _clean_orphan_directories(ctx, up_to) if delete_dirs else _revoke_directories(ctx, up_to)
+    return touched
+
+
+def _revoke_directories(ctx: RunContext, up_to: int) -> list[str]:
+    """Fence earlier tries whose staging is only a directory (a flip's): their marker is marked
+    revoked, which they re-read before and after their flip. It is not deleted: the marker is what
+    lets this try (once it published or aborted) and GC delete the directory."""
+    touched = []
+    for path, _ in _unread_directories(ctx, up_to):
+        marker = ctx.catalog.read_marker(path)
+        if marker is None or marker.txn_id != ctx.table.txn_id or marker.published_at or marker.revoked_by:
+            continue
+        revoked = dataclasses.replace(marker, revoked_by=ctx.table.try_number)
+        ctx.catalog.fs.write_text(f"{path}/{markers.MARKER_FILE}", revoked.to_json())
+        touched.append(f"{path} (staging of try {marker.try_number} revoked)")
     return touched
 
 
@@ -94,18 +111,24 @@ def unset_superseded(ctx: RunContext, ref: TableRef) -> None:
         ctx.log.warning(f"could not remove {markers.SUPERSEDED_BY} from {ref}: {first_line(exc)}")
 
 
-def _clean_orphan_directories(ctx: RunContext, up_to: int) -> list[str]:
-    touched = []
+def _unread_directories(ctx: RunContext, up_to: int) -> Iterator[tuple[str, str]]:
+    """(path, name) of this transaction's reserved directories of tries <= ``up_to`` that the
+    target does not read from (a flip, or partitions switched in, makes one live)."""
     target, txn_id = ctx.table.target, ctx.table.txn_id
     location = ctx.catalog.db_location(target.database)
     live = ctx.catalog.live_locations(target)
     for name in ctx.catalog.fs.list_names(location, markers.name_pattern(txn_id)):
         parsed = markers.parse_reserved_name(name)
-        if not parsed or parsed.tag != markers.txn_tag(txn_id) or parsed.try_number > up_to:
-            continue
-        path = f"{location}/{name}"
-        if ownership.feeds(path, live):
-            continue  # the target reads from it (a flip, or partitions switched in)
+        if parsed and parsed.tag == markers.txn_tag(txn_id) and parsed.try_number <= up_to:
+            path = f"{location}/{name}"
+            if not ownership.feeds(path, live):
+                yield path, name
+
+
+def _clean_orphan_directories(ctx: RunContext, up_to: int) -> list[str]:
+    touched = []
+    target, txn_id = ctx.table.target, ctx.table.txn_id
+    for path, name in _unread_directories(ctx, up_to):
         if ctx.spark.catalog.tableExists(target.with_table(name).quoted):
             continue  # still registered (handled above, or not ours)
         marker = ctx.catalog.read_marker(path)

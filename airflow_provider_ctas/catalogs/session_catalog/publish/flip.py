@@ -1,8 +1,8 @@
 """Replace with the same shape: ``ALTER TABLE target SET LOCATION <staging dir>``, with the
 provenance properties in the same metastore call where the driver has the catalog at hand.
 
-Staging is an external table over a marked directory; the old directory is never moved while
-readers may use it, and is retired afterwards only if this provider created it.
+Staging is a marked directory (no table: its marker fences it); the old directory is never moved
+while readers may use it, and is retired afterwards only if this provider created it.
 """
 
 from __future__ import annotations
@@ -51,7 +51,8 @@ def publish_by_flip(ctx: RunContext, pub: Publication) -> None:
     report.touched.append(f"{target} location {old_location} -> {new_location} ({flipped - started:.3f}s)")
     if undo is None:
         ctx.after_publish("record provenance", lambda: _stamp_if_still_ours(ctx, new_location, properties))
-    ctx.after_publish("drop the staging metadata", lambda: ctx.catalog.drop(staging))
+    if plan.registered_staging:
+        ctx.after_publish("drop the staging metadata", lambda: ctx.catalog.drop(staging))
     ctx.after_publish(
         "remove the superseded version",
         lambda: report.touched.extend(retention.remove_superseded(ctx, old_location, new_location)),
