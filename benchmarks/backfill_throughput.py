@@ -174,7 +174,7 @@ def main(argv: list[str] | None = None) -> int:
         app = str(HERE / "apps" / "insert_overwrite.py")
         source = DAG_SOURCE.format(db="bench", rows=int(float(args.rows)), app=app, days=args.days)
         (services.dags_folder / "throughput.py").write_text(source)
-        services.airflow("dags", "reserialize")
+        services.reserialize()
         timeout = 120 * args.days + 600
         plain = backfill(services, "throughput_plain", args.days, timeout)
         print(json.dumps(plain), flush=True)

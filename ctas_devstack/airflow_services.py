@@ -18,6 +18,7 @@ import secrets
 import shlex
 import subprocess
 import sys
+import time
 from collections.abc import Mapping
 from pathlib import Path
 
@@ -72,6 +73,20 @@ class AirflowServices:
             timeout=timeout,
             check=True,
         )
+
+    def reserialize(self, attempts: int = 3) -> None:
+        """Parse the DAG folder into the database now. The running dag processor may be writing the
+        same DAGs' rows at that moment, and the command then fails (seen once in CI: exit 1 while
+        the processor created them), so it is tried again; the last failure says why."""
+        for attempt in range(1, attempts + 1):
+            try:
+                self.airflow("dags", "reserialize")
+                return
+            except subprocess.CalledProcessError as exc:
+                if attempt == attempts:
+                    why = exc.stderr[-3000:]
+                    raise RuntimeError(f"airflow dags reserialize failed {attempts} times: {why}") from exc
+                time.sleep(2)
 
     def start(self, timeout: float = 180) -> AirflowServices:
         self.root.mkdir(parents=True, exist_ok=True)

@@ -215,7 +215,7 @@ class PartitionReader:
 def test_backfill_then_reprocess_is_atomic_per_partition(realistic, spark, database):
     _, services, dags = realistic
     (dags / "backfill.py").write_text(DAG_SOURCE.format(db=database, days=DAYS))
-    services.airflow("dags", "reserialize")
+    services.reserialize()
     for dag_id in ("backfill_partitions", "events_downstream"):
         services.airflow("dags", "unpause", dag_id)
     events = f"{database}.events"
