@@ -180,7 +180,7 @@ class ConnectFileSystem:
 
         reader = self.spark.read.format("binaryFile").option("recursiveFileLookup", "true")
         try:
-            frame = reader.load(list(globs)).select("path", "modificationTime")
+            frame = reader.load(list(globs)).select("path", "modificationTime", "length")
             frame.schema  # noqa: B018 - analysis is where a missing path shows
         except AnalysisException as exc:
             if "PATH_NOT_FOUND" in str(getattr(exc, "getCondition", lambda: "")() or exc):
@@ -208,7 +208,9 @@ class ConnectFileSystem:
     def data_files(self, uri: str) -> tuple[int, int]:
         from pyspark.sql import functions
 
-        frame = self.spark.read.format("binaryFile").option("recursiveFileLookup", "true").load(uri)
+        frame = self._files(uri)
+        if frame is None:
+            return 0, 0
         row = frame.select(functions.count("path").alias("n"), functions.sum("length").alias("bytes")).collect()[0]
         return int(row["n"]), int(row["bytes"] or 0)
 
