@@ -130,7 +130,8 @@ class ClassicEngine:
         iterator = partitions.iterator()
         while iterator.hasNext():
             partition = iterator.next()
-            found[_values(partition, columns)] = str(partition.location().toString())
+            # As a path, not a URI: ``ds=a%2Fb`` on disk is ``ds=a%252Fb`` in the URI.
+            found[_values(partition, columns)] = str(jvm.org.apache.hadoop.fs.Path(partition.location()).toString())
         return found
 
     def set_properties(self, ref: TableRef, properties: Mapping[str, str]) -> None:

@@ -42,8 +42,9 @@ class FileSystem(Protocol):
         """Seconds since the epoch."""
         ...
 
-    def data_files(self, uri: str) -> tuple[int, int]:
-        """How many data files are below ``uri``, and their bytes (hidden files do not count)."""
+    def data_files(self, uri: str) -> list[tuple[str, int]]:
+        """Every data file below ``uri`` (hidden files do not count): its path, as a Hadoop path
+        names it (unescaped), and its bytes."""
         ...
 
     def read_text(self, uri: str) -> str | None: ...
@@ -100,15 +101,15 @@ class HadoopFileSystem:
                 return True
         return False
 
-    def data_files(self, uri: str) -> tuple[int, int]:
+    def data_files(self, uri: str) -> list[tuple[str, int]]:
         path, fs = self._path(uri)
-        count = size = 0
+        found = []
         files = fs.listFiles(path, True)
         while files.hasNext():
             status = files.next()
             if not _hidden(str(status.getPath().getName())):
-                count, size = count + 1, size + int(status.getLen())
-        return count, size
+                found.append((str(status.getPath().toString()), int(status.getLen())))
+        return found
 
     def modified_at(self, uri: str) -> float:
         path, fs = self._path(uri)
@@ -205,14 +206,9 @@ class ConnectFileSystem:
         frame = self._files(uri)
         return frame is not None and bool(frame.limit(1).collect())
 
-    def data_files(self, uri: str) -> tuple[int, int]:
-        from pyspark.sql import functions
-
+    def data_files(self, uri: str) -> list[tuple[str, int]]:
         frame = self._files(uri)
-        if frame is None:
-            return 0, 0
-        row = frame.select(functions.count("path").alias("n"), functions.sum("length").alias("bytes")).collect()[0]
-        return int(row["n"]), int(row["bytes"] or 0)
+        return [(str(row["path"]), int(row["length"])) for row in frame.collect()] if frame is not None else []
 
     def modified_at(self, uri: str) -> float:
         """The newest file's time: a directory's own time is not visible over Connect (0 when empty)."""

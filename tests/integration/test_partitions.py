@@ -200,3 +200,30 @@ def test_a_run_that_begins_inside_a_concurrent_first_publish_waits_for_it(
     assert txn["details"]["publish"]["mechanism"] == "partitions"
     assert count(spark, target, "ds = '2024-01-02'") == 50
     assert leftovers(spark, database) == []
+
+
+def test_partition_values_that_paths_escape_switch_in_from_a_staging_directory(stack, spark, database):
+    """Staging that is only a directory names its partitions by path (``ds=a%2Fb``); the values the
+    table lists must be the query's, the null one included, on the first run and when replaced."""
+    target = f"{database}.odd_values"
+    values = ["a/b", "x=y", "100%", "2024-01-01 10:00:00", "ü é", "#?:*", None]
+    literals = ", ".join("NULL" if v is None else "'" + v + "'" for v in values)
+    pick = f"element_at(array({literals}), CAST(id % {len(values)} AS INT) + 1)"
+    sql = f"SELECT id, '{{v}}' AS version, {pick} AS ds FROM range(70)"
+    expected = sorted((i, values[i % len(values)]) for i in range(70))
+
+    first, _ = run("odd_v1", target, sql.format(v="v1"))
+    assert first.task_state == "success"
+    again, txn = run("odd_v2", target, sql.format(v="v2"), superseded_retention=0)
+    assert again.task_state == "success", txn["details"].get("error")
+    assert txn["details"]["publish"]["mechanism"] == "partitions"
+    assert "staging_table" not in txn["details"], "a partition switch registers no staging table"
+    assert len(txn["details"]["publish"]["partitions"]) == len(values)
+
+    rows = fresh(spark).table(target).collect()
+    assert sorted((r["id"], r["ds"]) for r in rows) == expected
+    assert {r["version"] for r in rows} == {"v2"}
+    assert len(fresh(spark).sql(f"SHOW PARTITIONS {target}").collect()) == len(values), "none was added twice"
+    old_versions = [p for p in (database_dir(spark, database) / "odd_values").iterdir() if p.is_dir()]
+    assert old_versions == [], "the first run's partitions are superseded and deleted (retention 0)"
+    assert leftovers(spark, database) == []

@@ -10,6 +10,7 @@ import threading
 import time
 from datetime import UTC, datetime
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -26,6 +27,7 @@ from tests.support.catalog import (
     fresh,
     leftovers,
     location,
+    partition_locations,
     properties,
     reserved_tables,
     retained_until,
@@ -41,17 +43,24 @@ pytestmark = pytest.mark.integration
 TRY_SQL = "SELECT id, {{ ti.try_number }} AS written_by_try FROM range(100)"
 
 
-@pytest.mark.parametrize("mode", ["create", "replace"])
+@pytest.mark.parametrize("mode", ["create", "replace", "overwrite_partitions"])
 def test_a_zombie_try_can_never_publish(stack, spark, database, tmp_path, mode):
     """A zombie try: Airflow has started try 2 while try 1's task process still lives (it lost track
     of it), so try 1's task still answers its driver's commit question. Try 2 publishes; try 1's
     driver then reaches its publish, is told commit by its own live task, and the catalog fence must
-    stop it. (A try whose task process died never gets that far: test_orphans.py.)"""
+    stop it. (A try whose task process died never gets that far: test_orphans.py.) A replace's flip
+    and a partition switch stage in a marked directory only, which the fence covers too."""
     target = f"{database}.fenced_{mode}"
+    sql = TRY_SQL
+    options: dict[str, Any] = {}
     if mode == "replace":
         spark.sql(f"CREATE TABLE {target} USING parquet AS SELECT id, 0 AS written_by_try FROM range(5)")
+    if mode == "overwrite_partitions":
+        sql, options = TRY_SQL.replace(" FROM", ", 'd' AS ds FROM"), {"partition_by": ["ds"]}
+        seed = sql.replace("{{ ti.try_number }}", "0")
+        spark.sql(f"CREATE TABLE {target} USING parquet PARTITIONED BY (ds) AS {seed}")
     dag_id = f"zombie_{mode}"
-    make_dag(dag_id, retries=3, target_table=target, mode=mode, sql=TRY_SQL)
+    make_dag(dag_id, retries=3, target_table=target, mode=mode, sql=sql, **options)
     progress, release = tmp_path / "progress", tmp_path / "release"
     faults = {"progress_file": str(progress), "after_prepare": {"wait_for": str(release), "only_try": 1}}
     first = Trial(DAGS_FOLDER / f"{dag_id}.py", dag_id, "zombie_run", tmp_path / "try1.log", faults).start()
@@ -68,7 +77,11 @@ def test_a_zombie_try_can_never_publish(stack, spark, database, tmp_path, mode):
     published = fresh(spark).table(target)
     assert published.count() == 100
     assert {row["written_by_try"] for row in published.collect()} == {2}
-    assert properties(spark, target)[markers.TRY_NUMBER] == "2"
+    if mode == "overwrite_partitions":
+        [(_, where)] = partition_locations(spark, target).items()
+        assert markers.parse_reserved_name(where.rstrip("/").split("/")[-2]).try_number == 2  # type: ignore[union-attr]
+    else:
+        assert properties(spark, target)[markers.TRY_NUMBER] == "2"
     assert leftovers(spark, database) == []
 
 

@@ -6,9 +6,10 @@ import os
 from datetime import UTC, datetime
 from pathlib import Path
 from typing import TYPE_CHECKING
-from urllib.parse import urlparse
+from urllib.parse import unquote, urlparse
 
 from airflow_provider_ctas.core import markers
+from airflow_provider_ctas.core.identifiers import sql_string_literal
 
 if TYPE_CHECKING:
     from pyspark.sql import SparkSession
@@ -77,7 +78,8 @@ def partition_locations(spark: SparkSession, qualified: str) -> dict[str, str]:
         return {}
     found = {}
     for row in session.sql(f"SHOW PARTITIONS {qualified}").collect():
-        spec = ", ".join(f"{k} = '{v}'" for k, v in (p.split("=", 1) for p in row["partition"].split("/")))
+        pairs = (p.split("=", 1) for p in row["partition"].split("/"))  # escaped as in a path: a%2Fb
+        spec = ", ".join(f"{k} = {sql_string_literal(unquote(v))}" for k, v in pairs)
         rows = session.sql(f"DESCRIBE TABLE EXTENDED {qualified} PARTITION ({spec})").collect()
         found[row["partition"]] = next(r["data_type"] for r in rows if r["col_name"] == "Location")
     return found

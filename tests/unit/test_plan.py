@@ -14,12 +14,14 @@ from airflow_provider_ctas.catalogs.session_catalog.plan import (
     choose_mechanism,
     column_order,
     on_object_store,
+    partition_directories,
     schema_drift,
     shape_differences,
+    unescape_path_name,
 )
 from airflow_provider_ctas.catalogs.session_catalog.table import Mode
 from airflow_provider_ctas.core import markers
-from airflow_provider_ctas.core.errors import CorruptStateError, QueryError, UnsupportedTargetError
+from airflow_provider_ctas.core.errors import CorruptStateError, PublishError, QueryError, UnsupportedTargetError
 from airflow_provider_ctas.core.transaction import Outcome
 
 NEW = (("id", "bigint"), ("name", "string"))
@@ -151,9 +153,58 @@ def test_on_an_object_store_nothing_publishes_by_moving_data():
 
 
 @pytest.mark.parametrize("object_store", [False, True])
-def test_only_a_flip_stages_without_a_table(object_store):
-    """A flip needs a directory to point the target at, and its marker fences it; a rename needs the
-    staging table, and switched partitions are listed from it."""
+def test_a_flip_and_a_partition_switch_stage_without_a_table(object_store):
+    """They hand the target directories, and a marker fences them; a rename and a swap move the
+    staging table itself."""
     registered = {m: Plan(m, object_store=object_store).registered_staging for m in Publish}
-    assert registered == {m: m is not Publish.FLIP for m in Publish}
+    assert registered == {Publish.RENAME: True, Publish.SWAP: True, Publish.FLIP: False, Publish.PARTITIONS: False}
     assert Plan(Publish.FLIP, object_store=object_store).external_staging
+    assert Plan(Publish.PARTITIONS, object_store=object_store).external_staging
+
+
+@pytest.mark.parametrize(
+    "root",
+    [
+        "file:/w/db.db/__ctas_x_s1",
+        "file:///w/db.db/__ctas_x_s1/",
+        "/w/db.db/__ctas_x_s1",
+        "s3a://bucket/w/db.db/__ctas_x_s1",
+    ],
+)
+def test_staged_partitions_are_read_from_the_directories_a_partitioned_write_left(root):
+    listed_root = root.rstrip("/").replace("file:///", "file:/")
+    files = [
+        f"{listed_root}/DS=2024-01-01/h=1/part-0.parquet",
+        f"{listed_root}/DS=2024-01-01/h=1/part-1.parquet",
+        f"{listed_root}/DS=a%2Fb/h=__HIVE_DEFAULT_PARTITION__/part-0.parquet",
+        f"{listed_root}/DS=100%25 %C3/h=x=y/part-0.parquet",
+    ]
+    found = partition_directories(root, files, ["ds", "h"])
+    base = root.rstrip("/")
+    assert found == {
+        ("2024-01-01", "1"): f"{base}/DS=2024-01-01/h=1",
+        ("a/b", "__HIVE_DEFAULT_PARTITION__"): f"{base}/DS=a%2Fb/h=__HIVE_DEFAULT_PARTITION__",
+        ("100% \xc3", "x=y"): f"{base}/DS=100%25 %C3/h=x=y",
+    }
+    assert partition_directories(root, [], ["ds"]) == {}
+
+
+@pytest.mark.parametrize(
+    "file",
+    [
+        "/w/db.db/__ctas_x_s1/part-0.parquet",  # not in a partition
+        "/w/db.db/__ctas_x_s1/ds=1/part-0.parquet",  # one level short
+        "/w/db.db/__ctas_x_s1/ds=1/other=2/part-0.parquet",  # another column
+        "/w/db.db/__ctas_x_s1/ds=1/h/part-0.parquet",  # not name=value
+        "/w/db.db/elsewhere/ds=1/h=2/part-0.parquet",  # outside the directory
+    ],
+)
+def test_a_file_outside_the_partition_layout_fails_the_try(file):
+    with pytest.raises(PublishError, match="not in a partition directory"):
+        partition_directories("/w/db.db/__ctas_x_s1", [file], ["ds", "h"])
+
+
+def test_unescaping_decodes_what_spark_escapes_in_a_path_and_nothing_else():
+    assert unescape_path_name("a%2Fb%3Dc%25d%3A") == "a/b=c%d:"
+    assert unescape_path_name("100%") == "100%" and unescape_path_name("%zz") == "%zz"
+    assert unescape_path_name("ü é") == "ü é"

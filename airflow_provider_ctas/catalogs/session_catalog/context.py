@@ -35,7 +35,10 @@ class RunContext:
     staged_schema: StructType | None = None
     """The staging's columns, as begin created it (to read staging that is only a directory)."""
     staging_directory: str | None = None
-    """Set when this try's staging is only a marked directory (a flip), which its marker fences."""
+    """Set when this try's staging is only a marked directory (a flip, a partition switch), which
+    its marker fences."""
+    staged_partitions: dict[tuple[str, ...], str] | None = None
+    """The partitions prepare wrote into a staging directory, with their directories."""
 
     def fault(self, point: str) -> None:
         faults.inject(self.request.faults, point, self.table.try_number, self.log.info)

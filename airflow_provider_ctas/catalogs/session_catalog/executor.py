@@ -2,7 +2,8 @@
 ``begin``, the publish mechanisms (``publish/``), ``recovery`` and ``retention``.
 
 begin    returns a :class:`Plan` (or one that says there is nothing to do);
-prepare  ``INSERT INTO staging BY NAME <select>``: the only data written;
+prepare  ``INSERT INTO staging BY NAME <select>``, or an append to staging that is only a marked
+         directory: the only data written;
 audit    (with checks) evaluates them on staging; a failed check publishes nothing;
 commit   checks the fence, publishes in one metadata operation as the plan says, then records
          provenance and retires what was superseded;
@@ -24,7 +25,7 @@ from airflow_provider_ctas.catalogs.session_catalog import recovery
 from airflow_provider_ctas.catalogs.session_catalog.begin import begin
 from airflow_provider_ctas.catalogs.session_catalog.catalog import CatalogClient, now_iso
 from airflow_provider_ctas.catalogs.session_catalog.context import RunContext
-from airflow_provider_ctas.catalogs.session_catalog.plan import Plan, Publish
+from airflow_provider_ctas.catalogs.session_catalog.plan import Plan, Publish, partition_directories
 from airflow_provider_ctas.catalogs.session_catalog.publish import PUBLISHERS
 from airflow_provider_ctas.catalogs.session_catalog.publish.fence import require_own_staging
 from airflow_provider_ctas.catalogs.session_catalog.publish.partitions import release_managed_staging
@@ -139,18 +140,25 @@ class SessionCatalogExecutor:
 
     def _append(self, plan: Plan, sql: str) -> dict[str, int]:
         """The new version appended to the staging directory: append keeps its marker, and Spark SQL
-        has no ``INSERT INTO`` a path. The columns go in the staging's order; the rows are counted
-        by an observation of the write (no second job), files and bytes by listing the directory."""
+        has no ``INSERT INTO`` a path. The columns go in the staging's order, partitions into
+        Hive-style directories as a table's insert writes them; the rows are counted by an
+        observation of the write (no second job), files, bytes and partitions by listing the
+        directory once."""
         from pyspark.sql import Observation, functions
 
         ctx = self.ctx
+        root, partition_by = plan.staging_location or "", list(ctx.table.partition_by)
         frame = ctx.spark.sql(as_subquery(sql)).select(*[quote(name) for name, _ in plan.columns])
         rows = Observation("airflow_ctas_rows")
         # Not ``lit``: it imports pyspark.testing.utils, and with it pandas (over a second in a driver).
         writer = frame.observe(rows, functions.expr("count(1)").alias("rows")).write.mode("append")
-        writer.format(ctx.table.table_format).save(plan.staging_location)
-        files, size = ctx.catalog.fs.data_files(plan.staging_location or "")
-        metrics = {"files": files, "bytes": size}
+        if partition_by:
+            writer = writer.partitionBy(*partition_by)
+        writer.format(ctx.table.table_format).save(root)
+        files = ctx.catalog.fs.data_files(root)
+        if partition_by:
+            ctx.staged_partitions = partition_directories(root, [path for path, _ in files], partition_by)
+        metrics = {"files": len(files), "bytes": sum(size for _, size in files)}
         try:
             metrics["row_count"] = int(rows.get["rows"])
         except Exception as exc:  # noqa: BLE001 - the count is a report; counting the rows is the fallback
@@ -183,7 +191,8 @@ class SessionCatalogExecutor:
         self.audit_results = results
         ctx.details["checks"] = results_to_details(results)
         report.touched.append(
-            f"{ctx.table.staging_table()} ({sum(r.passed for r in results)}/{len(results)} checks passed)"
+            f"{ctx.staging_directory or ctx.table.staging_table()} "
+            f"({sum(r.passed for r in results)}/{len(results)} checks passed)"
         )
         ctx.fault("after_audit")
         raise_if_failed(results)
@@ -199,7 +208,7 @@ class SessionCatalogExecutor:
             provenance[markers.CHECKS] = summary(self.audit_results)
         # A rename needs nothing of the target: it fails if the target appeared since begin.
         target_info = None if plan.mechanism is Publish.RENAME else ctx.catalog.table_info(ctx.table.target)
-        publication = Publication(plan, target_info, staging, provenance, report)
+        publication = Publication(plan, target_info, staging, provenance, report, ctx.staged_partitions)
         try:
             PUBLISHERS[plan.mechanism or Publish.RENAME](ctx, publication)
         except TargetCreatedMeanwhile as lost:

@@ -7,13 +7,14 @@ take it as input and check it again against the target right before publishing.
 
 from __future__ import annotations
 
+import re
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from enum import StrEnum
 from typing import Any, Protocol
 
 from airflow_provider_ctas.catalogs.session_catalog.table import Mode
-from airflow_provider_ctas.core.errors import CorruptStateError, QueryError, UnsupportedTargetError
+from airflow_provider_ctas.core.errors import CorruptStateError, PublishError, QueryError, UnsupportedTargetError
 from airflow_provider_ctas.core.transaction import Outcome
 
 Column = tuple[str, str]
@@ -26,6 +27,9 @@ class Publish(StrEnum):
     SWAP = "swap"
     PARTITIONS = "partitions"
 
+
+# Staging that is only a marked directory: these publishes hand the target a directory, not a table.
+DIRECTORY_STAGING = frozenset({Publish.FLIP, Publish.PARTITIONS})
 
 # Staging that publishing hands over to the target by location lives in an external table, so that
 # dropping the staging metadata never deletes the data the target now reads.
@@ -76,10 +80,11 @@ class Plan:
 
     @property
     def registered_staging(self) -> bool:
-        """Staging is a table in the catalog. A flip's is only its marked directory: the flip needs a
-        directory, not a table, and registering one and dropping it again costs a fresh driver
-        about 0.9 s (``benchmarks/replace_floor.py``). Its marker fences it instead."""
-        return self.mechanism is not Publish.FLIP
+        """Staging is a table in the catalog. A flip's and a partition switch's is only its marked
+        directory: they hand the target directories, not a table, and registering one and dropping
+        it again costs a fresh driver about 0.9 s (``benchmarks/replace_floor.py``). Its marker
+        fences it instead."""
+        return self.mechanism not in DIRECTORY_STAGING
 
     def to_dict(self) -> dict[str, Any]:
         return {
@@ -206,3 +211,48 @@ def column_order(names: Sequence[str], partition_by: Sequence[str]) -> list[str]
 def partition_names(columns: Sequence[str], values: Iterable[tuple[str, ...]]) -> list[str]:
     """Hive's ``a=1/b=2`` names, sorted."""
     return sorted("/".join(f"{c}={v}" for c, v in zip(columns, vals, strict=True)) for vals in values)
+
+
+_ESCAPED = re.compile(r"%([0-9A-Fa-f]{2})")
+
+
+def unescape_path_name(name: str) -> str:
+    """A partition value as Spark wrote it into a directory name, decoded (Spark's
+    ``ExternalCatalogUtils.unescapePathName``: ``%XX`` is the character with that code)."""
+    return _ESCAPED.sub(lambda match: chr(int(match.group(1), 16)), name)
+
+
+def partition_directories(
+    root: str, files: Iterable[str], partition_columns: Sequence[str]
+) -> dict[tuple[str, ...], str]:
+    """Partition values (in ``partition_columns`` order) to their directory, from the data files a
+    partitioned write left below ``root`` (``root/a=1/b=2/part-0``), as a table's partitions
+    would list them; every file must sit at exactly that depth."""
+    prefix = _path_of(root).rstrip("/") + "/"
+    found: dict[tuple[str, ...], str] = {}
+    for file in files:
+        relative = _path_of(file).split(prefix, 1)
+        parts = relative[1].split("/")[:-1] if len(relative) == 2 and not relative[0] else []
+        pairs = [part.split("=", 1) for part in parts]
+        if len(pairs) != len(partition_columns) or any(
+            len(pair) != 2 or pair[0].lower() != column.lower()
+            for pair, column in zip(pairs, partition_columns, strict=False)
+        ):
+            raise PublishError(
+                f"{file} is not in a partition directory ({'/'.join(f'{c}=...' for c in partition_columns)}) of {root}"
+            )
+        values = tuple(unescape_path_name(value) for _, value in pairs)
+        found[values] = f"{root.rstrip('/')}/{'/'.join(parts)}"
+    return found
+
+
+def _path_of(uri: str) -> str:
+    """The path part of a URI or a plain path (``file:/a/b``, ``s3a://bucket/a/b``, ``/a/b``)."""
+    scheme, sep, rest = uri.partition(":")
+    if not sep or "/" in scheme:
+        return uri
+    if rest.startswith("//"):
+        rest = rest[2:]
+        slash = rest.find("/")
+        return rest[slash:] if slash >= 0 else "/"
+    return rest

@@ -76,15 +76,19 @@ def publish_partitions(ctx: RunContext, pub: Publication) -> None:
     names = partition_names(columns, [values for values, _ in switched])
     ctx.details["publish"] = {"mechanism": Publish.PARTITIONS.value, "seconds": round(seconds, 3), "partitions": names}
     report.touched.append(f"{target}: {len(switched)} partition(s) switched in {seconds:.3f}s ({', '.join(names)})")
-    if table.table_properties:
-        ctx.after_publish(
-            "user table properties", lambda: ctx.catalog.set_properties(target, dict(table.table_properties))
-        )
-    ctx.after_publish("drop the staging metadata", lambda: ctx.catalog.drop(staging))
-    old = [location for _, location in switched if location]
+    _after_switch(ctx, pub, columns, [location for _, location in switched if location])
+
+
+def _after_switch(ctx: RunContext, pub: Publication, columns: list[str], superseded: list[str]) -> None:
+    """What follows a switch: nothing here can undo it (``RunContext.after_publish``)."""
+    target, properties = ctx.table.target, dict(ctx.table.table_properties)
+    if properties:
+        ctx.after_publish("user table properties", lambda: ctx.catalog.set_properties(target, properties))
+    if ctx.staging_directory is None:  # staging that is only a directory has no metadata
+        ctx.after_publish("drop the staging metadata", lambda: ctx.catalog.drop(pub.staging))
     ctx.after_publish(
         "remove superseded partitions",
-        lambda: report.touched.extend(retention.remove_superseded_partitions(ctx, columns, old)),
+        lambda: pub.report.touched.extend(retention.remove_superseded_partitions(ctx, columns, superseded)),
     )
 
 

@@ -21,5 +21,6 @@ class Publication:
     provenance: dict[str, str]
     report: PhaseReport
     staged_partitions: Mapping[tuple[str, ...], str] | None = None
-    """Where the staged partitions' data is, when the staging table's metadata no longer says so
-    (``partitions.release_managed_staging``); None: ask the staging table."""
+    """Where the staged partitions' data is, when no staging table says so: staging that is only a
+    directory, or a managed staging table released (``partitions.release_managed_staging``); None:
+    ask the staging table."""
