@@ -28,11 +28,8 @@ class Publish(StrEnum):
     PARTITIONS = "partitions"
 
 
-# Staging that is only a marked directory: these publishes hand the target a directory, not a table.
-DIRECTORY_STAGING = frozenset({Publish.FLIP, Publish.PARTITIONS})
-
-# Staging that publishing hands over to the target by location lives in an external table, so that
-# dropping the staging metadata never deletes the data the target now reads.
+# Publishes that hand the target directories by location, never a table: their staging is only a
+# marked directory (nothing registered, so nothing to drop), which the target takes over as it is.
 EXTERNAL_STAGING = frozenset({Publish.FLIP, Publish.PARTITIONS})
 
 # Filesystems where a directory rename is a copy of every object (and not atomic).
@@ -73,9 +70,10 @@ class Plan:
 
     @property
     def external_staging(self) -> bool:
-        """Staging is an external table over a marked directory that the target takes over as it is.
-        On an object store a rename of a managed table would copy every object, so there even a
-        new table (rename) and a swap publish external staging: a metadata-only rename."""
+        """Staging is a marked directory that the target takes over as it is (for a rename or a
+        swap, under an external table). On an object store a rename of a managed table would copy
+        every object, so there even a new table (rename) and a swap publish external staging: a
+        metadata-only rename."""
         return self.mechanism in EXTERNAL_STAGING or (self.object_store and self.mechanism is not None)
 
     @property
@@ -84,7 +82,7 @@ class Plan:
         directory: they hand the target directories, not a table, and registering one and dropping
         it again costs a fresh driver about 0.9 s (``benchmarks/replace_floor.py``). Its marker
         fences it instead."""
-        return self.mechanism not in DIRECTORY_STAGING
+        return self.mechanism not in EXTERNAL_STAGING
 
     def to_dict(self) -> dict[str, Any]:
         return {
