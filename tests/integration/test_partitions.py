@@ -12,6 +12,7 @@ from airflow_provider_ctas.core import markers
 from tests.support.catalog import count, database_dir, fresh, leftovers, properties
 from tests.support.dags import make_dag, run_dag, xcom_value
 from tests.support.faults import Reader, check_observations
+from tests.support.fixtures import CONNECT_CONN_ID
 from tests.support.processes import wait_for_line
 
 pytestmark = pytest.mark.integration
@@ -202,9 +203,15 @@ def test_a_run_that_begins_inside_a_concurrent_first_publish_waits_for_it(
     assert leftovers(spark, database) == []
 
 
-def test_partition_values_that_paths_escape_switch_in_from_a_staging_directory(stack, spark, database):
+@pytest.mark.parametrize("runner", ["spark_submit", "connect"])
+def test_partition_values_that_paths_escape_switch_in_from_a_staging_directory(stack, spark, database, runner, request):
     """Staging that is only a directory names its partitions by path (``ds=a%2Fb``); the values the
-    table lists must be the query's, the null one included, on the first run and when replaced."""
+    table lists must be the query's, the null one included, on the first run and when replaced.
+    Over Spark Connect the directory is listed by the server (a ``binaryFile`` read)."""
+    options = {}
+    if runner == "connect":
+        request.getfixturevalue("connect_server")
+        options["conn_id"] = CONNECT_CONN_ID
     target = f"{database}.odd_values"
     values = ["a/b", "x=y", "100%", "2024-01-01 10:00:00", "ü é", "#?:*", None]
     literals = ", ".join("NULL" if v is None else "'" + v + "'" for v in values)
@@ -212,9 +219,9 @@ def test_partition_values_that_paths_escape_switch_in_from_a_staging_directory(s
     sql = f"SELECT id, '{{v}}' AS version, {pick} AS ds FROM range(70)"
     expected = sorted((i, values[i % len(values)]) for i in range(70))
 
-    first, _ = run("odd_v1", target, sql.format(v="v1"))
+    first, _ = run(f"odd_v1_{runner}", target, sql.format(v="v1"), **options)
     assert first.task_state == "success"
-    again, txn = run("odd_v2", target, sql.format(v="v2"), superseded_retention=0)
+    again, txn = run(f"odd_v2_{runner}", target, sql.format(v="v2"), superseded_retention=0, **options)
     assert again.task_state == "success", txn["details"].get("error")
     assert txn["details"]["publish"]["mechanism"] == "partitions"
     assert "staging_table" not in txn["details"], "a partition switch registers no staging table"
@@ -224,6 +231,7 @@ def test_partition_values_that_paths_escape_switch_in_from_a_staging_directory(s
     assert sorted((r["id"], r["ds"]) for r in rows) == expected
     assert {r["version"] for r in rows} == {"v2"}
     assert len(fresh(spark).sql(f"SHOW PARTITIONS {target}").collect()) == len(values), "none was added twice"
-    old_versions = [p for p in (database_dir(spark, database) / "odd_values").iterdir() if p.is_dir()]
+    table_dir = database_dir(spark, database) / "odd_values"
+    old_versions = [p for p in table_dir.iterdir() if p.is_dir() and not p.name.startswith("_")]  # not a marker
     assert old_versions == [], "the first run's partitions are superseded and deleted (retention 0)"
     assert leftovers(spark, database) == []

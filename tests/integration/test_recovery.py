@@ -129,7 +129,7 @@ def test_concurrent_writers_publish_exactly_one_whole_version(stack, spark, data
     target = f"{database}.contended_{mode}_{runner}"
     if mode == "replace":
         spark.sql(f"CREATE TABLE {target} USING parquet AS SELECT id, 0 AS writer FROM range(50)")
-    barrier = tmp_path / "go"
+    barrier, progress = tmp_path / "go", tmp_path / "progress"
     results: dict[int, object] = {}
 
     def write(writer: int) -> None:
@@ -138,7 +138,7 @@ def test_concurrent_writers_publish_exactly_one_whole_version(stack, spark, data
             phases=RUN_PHASES,
             table=table.to_dict(),
             sql=f"SELECT id, {writer} AS writer FROM range({100 * writer})",
-            faults={"after_prepare": {"wait_for": str(barrier)}},
+            faults={"progress_file": str(progress), "after_prepare": {"wait_for": str(barrier)}},
         )
         name = f"airflow-ctas concurrent {target} writer {writer}"
         if runner == "connect":
@@ -155,9 +155,11 @@ def test_concurrent_writers_publish_exactly_one_whole_version(stack, spark, data
         thread.start()
     staged = 0
     deadline = time.monotonic() + 300
-    while staged < 4 and time.monotonic() < deadline:  # all four staged, then release them together
-        staged = sum(1 for _ in reserved_tables(spark, database))
+    # All four staged, then release them together (a flip's staging is no table: count the writers).
+    while staged < 4 and time.monotonic() < deadline:
+        staged = progress.read_text().count("after_prepare") if progress.exists() else 0
         time.sleep(0.5)
+    assert staged == 4, f"only {staged} of 4 writers staged"
     time.sleep(3)
     barrier.touch()
     for thread in threads:
