@@ -245,7 +245,8 @@ def partition_directories(
 
 
 def _path_of(uri: str) -> str:
-    """The path part of a URI or a plain path (``file:/a/b``, ``s3a://bucket/a/b``, ``/a/b``)."""
+    """The path part of a URI or a plain path (``file:/a/b``, ``s3a://bucket/a/b``, ``/a/b``). Not
+    ``urlparse``: these are Hadoop paths as listed, unescaped, where ``?`` and ``#`` are characters."""
     scheme, sep, rest = uri.partition(":")
     if not sep or "/" in scheme:
         return uri
