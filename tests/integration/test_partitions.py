@@ -9,7 +9,7 @@ import time
 import pytest
 
 from airflow_provider_ctas.core import markers
-from tests.support.catalog import count, database_dir, fresh, leftovers, properties
+from tests.support.catalog import count, database_dir, fresh, leftovers, partition_locations, properties
 from tests.support.dags import make_dag, run_dag, xcom_value
 from tests.support.faults import Reader, check_observations
 from tests.support.fixtures import CONNECT_CONN_ID
@@ -20,16 +20,6 @@ pytestmark = pytest.mark.integration
 
 def day_sql(ds: str, rows: int, version: str) -> str:
     return f"SELECT id, '{version}' AS version, '{ds}' AS ds FROM range({rows})"
-
-
-def partition_locations(spark, target: str) -> dict[str, str]:
-    rows = fresh(spark).sql(f"SHOW PARTITIONS {target}").collect()
-    found = {}
-    for row in rows:
-        ds = row["partition"].split("=", 1)[1]
-        described = fresh(spark).sql(f"DESCRIBE TABLE EXTENDED {target} PARTITION (ds = '{ds}')").collect()
-        found[ds] = next(r["data_type"] for r in described if r["col_name"] == "Location")
-    return found
 
 
 def run(dag_id: str, target: str, sql: str, **kwargs):
@@ -61,15 +51,15 @@ def test_partitions_switch_one_by_one_and_the_rest_stay(stack, spark, database, 
     assert check_observations(values, {100, 130}, 130) is None, values
     assert values.count(100) > 3, "the reader watched the old partition while the job ran"
     after = partition_locations(spark, target)
-    assert after["2024-01-02"] == before["2024-01-02"], "a partition the run did not produce is untouched"
-    assert after["2024-01-01"] != before["2024-01-01"]
+    assert after["ds=2024-01-02"] == before["ds=2024-01-02"], "a partition the run did not produce is untouched"
+    assert after["ds=2024-01-01"] != before["ds=2024-01-01"]
     assert count(spark, target, "ds = '2024-01-02'") == 50
     assert {r["version"] for r in fresh(spark).table(target).where("ds = '2024-01-01'").collect()} == {"v2"}
     assert properties(spark, target)["team"] == "x"
     from pathlib import Path
     from urllib.parse import urlparse
 
-    assert not Path(urlparse(before["2024-01-01"]).path).exists(), "superseded data this provider wrote is deleted"
+    assert not Path(urlparse(before["ds=2024-01-01"]).path).exists(), "superseded data this provider wrote is deleted"
     assert leftovers(spark, database) == []
 
 
