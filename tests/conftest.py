@@ -37,6 +37,15 @@ os.environ.update(
 pytest_plugins = ["tests.support.fixtures"]
 
 
+def pytest_collection_modifyitems(config, items):
+    """Longest first: slow tests, then the other integration tests, then unit tests. With xdist's
+    ``load`` scheduling one test at a time, the two workers then end on short tests together instead
+    of one finishing a multi-minute test alone (the longest take 2-7 minutes each)."""
+    items.sort(
+        key=lambda item: (item.get_closest_marker("slow") is None, item.get_closest_marker("integration") is None)
+    )
+
+
 def pytest_sessionfinish(session, exitstatus):
     """On the controller (or a run without workers), write docs/reliability.md from every worker's cells."""
     if hasattr(session.config, "workerinput"):
