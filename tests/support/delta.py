@@ -22,11 +22,14 @@ def delta_jars() -> str:
 
 
 def delta_conf() -> dict[str, str]:
-    """What a task's conf says for Delta tables in the session catalog, on Spark 4.1."""
+    """What a task's conf says for Delta tables in the session catalog, on Spark 4.1. Delta rebuilds
+    a table's state from its log in ``snapshotPartitions`` tasks (50 by default): on local[2] with
+    tables of a few files that was most of a Delta test's time (a fence and a commit took ~50 s)."""
     return {
         "spark.jars": delta_jars(),
         "spark.sql.extensions": EXTENSION_CLASS,
         "spark.sql.catalog.spark_catalog": DELTA_CATALOG_CLASS,
+        "spark.databricks.delta.snapshotPartitions": "2",
     }
 
 
