@@ -285,6 +285,8 @@ class AtomicCtasOperator(CtasLineageMixin, BaseOperator):
         self._runner: Runner | None = None
         self._context: Context | None = None
         self._abort_started = False
+        self._superseded = False
+        # Set once a newer try of this task instance has begun: this one then records nothing more.
 
     # -- helpers -------------------------------------------------------------------------------
 
@@ -326,6 +328,10 @@ class AtomicCtasOperator(CtasLineageMixin, BaseOperator):
             superseded_retention=self.superseded_retention,
         )
 
+    def _persist(self, context: Context, table: TwoPhaseTable) -> None:
+        if not persist(context, table, self.log):
+            self._superseded = True
+
     # -- begin ---------------------------------------------------------------------------------
 
     def _begin_callback(self, context: Context) -> None:
@@ -340,7 +346,7 @@ class AtomicCtasOperator(CtasLineageMixin, BaseOperator):
             if prior is not None:
                 table.continue_from(prior)
             table.begin(context["ti"].try_number, _now())
-            persist(context, table, self.log)
+            self._persist(context, table)
         except BaseException as exc:
             self._begin_error = exc
             self.log.error("begin: failed: %s", exc)
@@ -452,7 +458,7 @@ class AtomicCtasOperator(CtasLineageMixin, BaseOperator):
             table.abort(table.try_number, now, {**details, "aborted_by": "spark driver"})
         else:
             table.details.update(details)
-        persist(context, table, self.log)
+        self._persist(context, table)
 
     # -- finalize ------------------------------------------------------------------------------
 
@@ -465,7 +471,7 @@ class AtomicCtasOperator(CtasLineageMixin, BaseOperator):
             self.log.error("finalize: the task succeeded but transaction is %s: nothing was published", table.state)
             return
         if table.finalize(table.try_number, _now()):
-            persist(context, table, self.log)
+            self._persist(context, table)
         self.log.info("finalize: ok; %s is published (%s)", table.target, table.outcome)
 
     # -- abort ---------------------------------------------------------------------------------
@@ -509,7 +515,7 @@ class AtomicCtasOperator(CtasLineageMixin, BaseOperator):
             self.log.info("abort: ok in %.2fs", time.monotonic() - started)
         else:
             self.log.error("abort: failed (%s); the next try or a GC pass will clean up this transaction", result.error)
-        persist(context, table, self.log)
+        self._persist(context, table)
 
     def on_kill(self) -> None:
         if self._runner is not None:

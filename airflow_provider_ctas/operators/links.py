@@ -7,6 +7,10 @@ from typing import Any
 from airflow.providers.common.compat.sdk import BaseOperatorLink
 
 
+class SupersededTryError(Exception):
+    """The try asking for its link is fenced off by a newer one."""
+
+
 class SparkApplicationLink(BaseOperatorLink):
     """The driver's UI, as the driver reported it in begin.
 
@@ -18,6 +22,9 @@ class SparkApplicationLink(BaseOperatorLink):
     name = "Spark application"
 
     def get_link(self, operator: Any, *, ti_key: Any) -> str:
+        if getattr(operator, "_superseded", False):
+            # Raising is how a link is left unrecorded: the newer try's stays (Airflow logs this).
+            raise SupersededTryError("a newer try of this task instance has begun; this try records no link")
         table = getattr(operator, "_txn", None)
         application = (table.details.get("spark_application") if table is not None else None) or {}
         return str(application.get("ui") or "")

@@ -37,34 +37,46 @@ class Log(Protocol):
     def warning(self, msg: Any, /, *args: Any, **kw: Any) -> Any: ...
 
 
-def persist(context: Context, table: TwoPhaseTable, log: Log) -> None:
+def persist(context: Context, table: TwoPhaseTable, log: Log) -> bool:
     """Durable copy first (the next try needs it), then XCom (for the UI and downstream tasks).
+    False when a newer try of the task instance has begun: a superseded try writes nothing that a
+    reader of the task instance trusts.
 
     Either write may be refused where Airflow does not allow it: the state store in
     ``on_retry_callback`` (the try's task instance id is already retired; measured on 3.3.2)
     and outside a worker, XCom in the DAG processor. The catalog markers remain the ground
-    truth, so a refused write only costs visibility.
+    truth, so a refused write only costs visibility. A newer try is looked for in both stores:
+    the state store may refuse a superseded try's read, and XCom is cleared when a try starts.
     """
     data = table.to_dict()
     store = context.get("task_state_store")
     if store is not None:
         try:
-            current = store.get(XCOM_KEY)
-            newer = current.get("try_number") if isinstance(current, dict) else None
-            if isinstance(newer, int) and newer > table.try_number:
-                log.warning(
-                    "Not recording try %s: try %s of this task has begun since (this try is fenced off)",
-                    table.try_number,
-                    newer,
-                )
-                return
+            if _superseded(store.get(XCOM_KEY), table, log):
+                return False
             store.set(XCOM_KEY, data)
         except Exception as exc:  # noqa: BLE001 - best effort: the state also lives in the other store
             log.info("The task state store refused the write here (%s)", exc)
+    ti = context["ti"]
     try:
-        context["ti"].xcom_push(key=XCOM_KEY, value=data)
+        if _superseded(ti.xcom_pull(task_ids=ti.task_id, key=XCOM_KEY, map_indexes=ti.map_index), table, log):
+            return False
+        ti.xcom_push(key=XCOM_KEY, value=data)
     except Exception as exc:  # noqa: BLE001 - best effort: the state also lives in the other store
         log.info("Could not push XCom %s here (%s)", XCOM_KEY, exc)
+    return True
+
+
+def _superseded(current: object, table: TwoPhaseTable, log: Log) -> bool:
+    newer = current.get("try_number") if isinstance(current, dict) else None
+    if isinstance(newer, int) and newer > table.try_number:
+        log.warning(
+            "Not recording try %s: try %s of this task has begun since (this try is fenced off)",
+            table.try_number,
+            newer,
+        )
+        return True
+    return False
 
 
 def run_failure(error: Mapping[str, str], *, retry_on_failed_checks: bool) -> CtasError:

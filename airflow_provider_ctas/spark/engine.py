@@ -157,6 +157,22 @@ class ClassicEngine:
         identifier = jvm.org.apache.spark.sql.catalyst.TableIdentifier(ref.table, jvm.scala.Some(ref.database))
         self.spark._jsparkSession.sessionState().catalog().dropTable(identifier, True, True)
 
+    def make_external(self, ref: TableRef) -> bool:
+        """Turn a managed table into an external one at the same location, in one catalog call.
+
+        Spark's rename of a managed table points it at the new name's default location whatever
+        its location was (``HiveExternalCatalog.renameTable`` rewrites the ``path`` option; the
+        metastore keeps the old one): a managed table flipped to another directory and then
+        renamed reads from a directory that is empty or holds something else. An external table is
+        renamed as metadata only. SQL cannot do this (``EXTERNAL`` is a reserved property)."""
+        before = raw_metadata(self.spark, ref)
+        if before is None or not serves_fully(before):
+            return False
+        jvm: Any = self.spark._jvm
+        external = jvm.org.apache.spark.sql.catalyst.catalog.CatalogTableType.EXTERNAL()
+        self.spark._jsparkSession.sessionState().catalog().alterTable(_with_field(before, before.tableType(), external))
+        return True
+
     def relocate(self, ref: TableRef, location: str, properties: Mapping[str, str]) -> Callable[[], None] | None:
         """``ALTER TABLE t SET LOCATION`` and ``SET TBLPROPERTIES`` as one catalog call (one metastore
         ``alter_table``): readers never see the new location without its provenance. Returns the
@@ -301,6 +317,10 @@ class ConnectEngine:
 
     def set_properties(self, ref: TableRef, properties: Mapping[str, str]) -> None:
         _set_properties_by_sql(self.spark, ref, properties)
+
+    def make_external(self, ref: TableRef) -> bool:
+        """False: SQL cannot change a table's type, and a Connect client has no handle on the catalog."""
+        return False
 
     def relocate(self, ref: TableRef, location: str, properties: Mapping[str, str]) -> Callable[[], None] | None:
         """None: a Connect client has no handle on the server's catalog (the caller runs the statements)."""

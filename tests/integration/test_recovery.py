@@ -32,7 +32,7 @@ from tests.support.catalog import (
     reserved_tables,
     retained_until,
 )
-from tests.support.dags import DAGS_FOLDER, make_dag, run_dag, xcom_value
+from tests.support.dags import DAGS_FOLDER, make_dag, run_dag, state_store_value, xcom_value
 from tests.support.faults import Reader, Trial, check_observations, wait_for_drivers_to_exit
 from tests.support.fixtures import CONNECT_CONN_ID
 from tests.support.gc import entries, gc_cli
@@ -106,6 +106,13 @@ def test_a_paused_connect_try_can_never_publish(stack, connect_server, spark, da
     first.wait(timeout=120)
 
     assert "INVALID_HANDLE.SESSION_CLOSED" in (tmp_path / "try1.log").read_text(errors="replace")
+    # The superseded try wrote nothing a reader of the task instance trusts (issue 44): XCom and the
+    # state store still describe try 2's publish.
+    for stored in (
+        xcom_value(dag_id, "zombie_run", "ctas_transaction"),
+        state_store_value(dag_id, "zombie_run", "ctas_transaction"),
+    ):
+        assert stored is not None and stored["try_number"] == 2 and stored["state"] == "committed", stored
     published = fresh(spark).table(target)
     assert {row["written_by_try"] for row in published.collect()} == {2} and published.count() == 100
     assert properties(spark, target)[markers.TRY_NUMBER] == "2"

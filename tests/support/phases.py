@@ -40,5 +40,8 @@ def executor_for(spark: SparkSession, target: str, sql: str, *, faults: dict[str
 
 
 def run_all(executor: SessionCatalogExecutor) -> None:
+    """The phases of a run, stopping after begin when it found nothing to do (as the driver does)."""
     for phase in RUN_PHASES:
         executor.run(phase, PhaseReport(phase, "ok", 0.0))
+        if executor.nothing_to_do:
+            return

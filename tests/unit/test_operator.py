@@ -317,3 +317,62 @@ def test_stale_submission_folders_of_killed_tries_are_swept(tmp_path, monkeypatc
     os.utime(other, (long_ago, long_ago))
     assert sweep_stale_workdirs() == [str(old)]
     assert not old.exists() and fresh.exists() and other.exists()
+
+
+class _Store:
+    def __init__(self, value: Any = None, refuse: bool = False) -> None:
+        self.value, self.refuse = value, refuse
+
+    def get(self, key: str) -> Any:
+        if self.refuse:
+            raise RuntimeError("this try's task instance id is retired")
+        return self.value
+
+    def set(self, key: str, value: Any) -> None:
+        if self.refuse:
+            raise RuntimeError("this try's task instance id is retired")
+        self.value = value
+
+
+class _Ti:
+    task_id, map_index = "t", -1
+
+    def __init__(self, xcom: Any = None) -> None:
+        self.xcom = xcom
+
+    def xcom_pull(self, **kwargs: Any) -> Any:
+        return self.xcom
+
+    def xcom_push(self, key: str, value: Any) -> None:
+        self.xcom = value
+
+
+def _try(number: int):
+    table = create_two_phase_table(
+        key=TransactionKey("d", "t", "r"), conn_id="spark_default", target="db.t", mode="create", table_format="parquet"
+    )
+    table.begin(number, "2024-01-01T00:00:00+00:00")
+    return table
+
+
+@pytest.mark.parametrize("refuse", [False, True])
+def test_a_superseded_try_writes_neither_xcom_nor_state_nor_a_link(refuse):
+    """Issue 44: try 1 resumed after try 2 published must not overwrite what try 2 recorded, also when
+    the state store refuses the superseded try (then XCom, holding try 2, says so)."""
+    from airflow_provider_ctas.operators.links import SparkApplicationLink, SupersededTryError
+    from airflow_provider_ctas.operators.state import persist
+
+    newer = _try(2).to_dict()
+    store, ti = _Store(None if refuse else newer, refuse=refuse), _Ti(newer)
+    op = make()
+    op._txn = _try(1)
+    context: Any = {"ti": ti, "task_state_store": store}
+    op._persist(context, op._txn)
+    assert ti.xcom == newer and (refuse or store.value == newer)
+    with pytest.raises(SupersededTryError):
+        SparkApplicationLink().get_link(op, ti_key=None)
+
+    fresh_store, fresh_ti = _Store(), _Ti()  # a try that is the newest records in both
+    fresh_context: Any = {"ti": fresh_ti, "task_state_store": fresh_store}
+    assert persist(fresh_context, _try(3), op.log)
+    assert fresh_ti.xcom["try_number"] == 3 and fresh_store.value["try_number"] == 3

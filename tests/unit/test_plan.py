@@ -141,7 +141,8 @@ def test_on_an_object_store_nothing_publishes_by_moving_data():
     # A new table and a swap publish external staging there: the rename is metadata only.
     assert Plan(Publish.RENAME, object_store=True).external_staging
     assert Plan(Publish.SWAP, object_store=True).external_staging
-    assert not Plan(Publish.SWAP).external_staging
+    assert not Plan(Publish.RENAME).external_staging  # a new table on HDFS or local disk: a managed rename
+    assert Plan.from_dict(Plan(Publish.RENAME, object_store=True).to_dict()).object_store
     reshaped = Shape(columns=[("id", "int")])
     with pytest.raises(UnsupportedTargetError, match="copy every object"):
         choose(reshaped, allow_swap=True, object_store=True)  # a managed target's rename copies its data
@@ -149,7 +150,16 @@ def test_on_an_object_store_nothing_publishes_by_moving_data():
         Publish.SWAP
     )
     assert choose(Shape(), object_store=True) == (Publish.FLIP, [])  # same shape: a flip copies nothing
-    assert Plan.from_dict(Plan(Publish.RENAME, object_store=True).to_dict()).object_store
+
+
+def test_nothing_is_published_into_a_default_location_that_may_hold_a_superseded_version():
+    """A swap always stages external: the target's default location may hold a version a flip
+    superseded and keeps for readers, and a managed rename into it fails (issue 44). A new table
+    whose default location is taken that way is published where it was written."""
+    assert Plan(Publish.SWAP).external_staging
+    assert Plan(Publish.RENAME, default_location_taken=True).external_staging
+    assert Plan.from_dict(Plan(Publish.RENAME, default_location_taken=True).to_dict()).default_location_taken
+    assert not Plan.from_dict({**Plan(Publish.RENAME).to_dict(), "default_location_taken": False}).external_staging
 
 
 @pytest.mark.parametrize("object_store", [False, True])

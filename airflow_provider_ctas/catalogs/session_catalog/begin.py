@@ -4,6 +4,7 @@ No Spark job runs."""
 
 from __future__ import annotations
 
+from dataclasses import replace
 from typing import TYPE_CHECKING
 
 from airflow_provider_ctas.catalogs.analysis import analyse_query, describe_schema
@@ -51,7 +52,9 @@ def begin(ctx: RunContext, report: PhaseReport) -> Plan:
     # staging there after all, creating it fails and the next try cleans up.
     if ctx.table.try_number > 1:
         report.touched += recovery.clean_tries(ctx, up_to=ctx.table.try_number, delete_dirs=False)
-    info = ctx.catalog.table_info(target) or _require_free_location(ctx)
+    info, taken = ctx.catalog.table_info(target), False
+    if info is None:
+        info, taken = _require_free_location(ctx)
     if info is not None and (skip := _decide_on_existing_target(ctx, info)) is not None:
         report.note = f"outcome {skip}; no staging created"
         return Plan(skip=skip)
@@ -68,18 +71,24 @@ def begin(ctx: RunContext, report: PhaseReport) -> Plan:
         new=columns,
         object_store=object_store,
     )
+    if mechanism is Publish.SWAP and info is not None and not ctx.catalog.can_rename_in_place(info):
+        raise UnsupportedTargetError(
+            f"replace cannot swap {target}: it is a managed table at {info.location}, not at its default "
+            "location (an earlier replace flipped it there), and only a classic Spark session can move such a "
+            "table aside without losing its data; run this replace through spark-submit, or keep the table's shape"
+        )
     if problems:
         ctx.log.warning(
             f"{target} will be swapped ({'; '.join(problems)}): readers may find it missing or empty "
             "for the moment between two renames (allow_swap=True)"
         )
     ctx.details["publish_mechanism"] = mechanism.value
-    plan = Plan(mechanism, columns, object_store=object_store)
+    plan = Plan(mechanism, columns, object_store=object_store, default_location_taken=taken)
     location, touched = _create_staging(ctx, plan, schema)
     report.touched.append(touched)
     ctx.progress.reached = Reached.BEGUN
     ctx.fault("after_begin")
-    return Plan(mechanism, columns, location, object_store=object_store)
+    return replace(plan, staging_location=location)
 
 
 def _decide_on_existing_target(ctx: RunContext, info: TableInfo) -> Outcome | None:
@@ -123,28 +132,36 @@ def _skip(ctx: RunContext, outcome: Outcome) -> Outcome:
     return outcome
 
 
-def _require_free_location(ctx: RunContext) -> TableInfo | None:
-    """The target does not exist: its directory must not either. Returns the target when it turns
-    out to be in the middle of being created by a concurrent run of this provider.
+def _require_free_location(ctx: RunContext) -> tuple[TableInfo | None, bool]:
+    """The target does not exist: its directory must not either, unless it is a superseded version
+    of the target kept for readers (then the new table is published where it is written: the
+    second value). Returns the target when it turns out to be in the middle of being created by a
+    concurrent run of this provider.
 
     A plain CTAS that crashed leaves the target's directory behind and blocks the rename. A
     concurrent run's rename shows the same way for a moment: the metastore moves the directory
     before it commits the rename (seen in parallel backfills' first runs).
     """
     target = ctx.table.target
-    location = f"{ctx.catalog.db_location(target.database)}/{target.table}"
+    location = ctx.catalog.default_location(target)
     if not ctx.catalog.fs.exists(location):
-        return None
+        return None, False
     marker = ctx.catalog.read_marker(location)
+    if marker is not None and marker.target == target.qualified and ctx.catalog.superseded_record(location):
+        ctx.log.info(
+            f"{location} holds a superseded version of {target} kept for readers; the new table is "
+            "published where it is written"
+        )
+        return None, True
     if marker is not None and marker.txn_id == ctx.table.txn_id:
         ctx.catalog.fs.delete(location)
         ctx.log.info(f"deleted {location}, left by an earlier try of this transaction")
-        return None
+        return None, False
     if marker is not None and marker.target == target.qualified:
         ctx.fault("concurrent_creator")
         if target_appeared(ctx):
             ctx.log.info(f"{target} was being created by a concurrent run; it exists now")
-            return ctx.catalog.table_info(target)
+            return ctx.catalog.table_info(target), False
         raise PublishError(
             f"{location} holds data that transaction {marker.txn_id} of this provider is publishing as "
             f"{target}, but no table is registered there yet; the next try looks again"

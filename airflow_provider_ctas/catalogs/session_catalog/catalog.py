@@ -13,9 +13,10 @@ from datetime import UTC, datetime
 from typing import TYPE_CHECKING
 
 from airflow_provider_ctas.core import markers
+from airflow_provider_ctas.core.errors import UnsupportedTargetError
 from airflow_provider_ctas.core.identifiers import TableRef, quote, sql_string_literal
-from airflow_provider_ctas.spark.catalog_entry import CatalogEntry
-from airflow_provider_ctas.spark.engine import engine_for
+from airflow_provider_ctas.spark.catalog_entry import METASTORE_PROVIDERS, CatalogEntry
+from airflow_provider_ctas.spark.engine import engine_for, is_connect
 
 if TYPE_CHECKING:
     from pyspark.sql import Row, SparkSession
@@ -54,6 +55,10 @@ class CatalogClient:
 
     def read_marker(self, location: str) -> markers.MarkerFile | None:
         return markers.MarkerFile.parse(self.fs.read_text(f"{location.rstrip('/')}/{markers.MARKER_FILE}"))
+
+    def superseded_record(self, location: str) -> markers.SupersededRecord | None:
+        """The record a publish left in a version it superseded and keeps for readers."""
+        return markers.SupersededRecord.parse(self.fs.read_text(f"{location.rstrip('/')}/{markers.SUPERSEDED_FILE}"))
 
     def mark_published(
         self, location: str, txn_id: str, published_at: str, retained: tuple[markers.Retained, ...] = ()
@@ -107,7 +112,35 @@ class CatalogClient:
         return self.engine.relocate(ref, location, properties)
 
     def rename(self, source: TableRef, dest: TableRef) -> None:
+        """For a table at its default location (staging this try created): the metastore moves a
+        managed one's directory to ``dest``'s default location."""
         self.sql(f"ALTER TABLE {source.quoted} RENAME TO {quote(dest.database)}.{quote(dest.table)}")
+
+    def default_location(self, ref: TableRef) -> str:
+        """Where the metastore keeps a managed table of that name, and moves one renamed to it."""
+        return f"{self.db_location(ref.database)}/{ref.table}"
+
+    def off_default_location(self, info: TableInfo) -> bool:
+        """A managed table whose data is elsewhere than its default location (a flip put it there):
+        Spark's rename would point it at the new name's default location and lose its data."""
+        return info.table_type == "MANAGED" and (info.location or "").rstrip("/") != self.default_location(info.ref)
+
+    def can_rename_in_place(self, info: TableInfo) -> bool:
+        return not self.off_default_location(info) or (
+            not is_connect(self.spark) and info.provider.lower() in METASTORE_PROVIDERS
+        )
+
+    def rename_in_place(self, info: TableInfo, dest: TableRef) -> None:
+        """Rename a table this try did not just create (a target moved aside, a backup put back)
+        so that it keeps reading what it read: one off its default location is made external first
+        (``engine.make_external``), and then renames as metadata only."""
+        if self.off_default_location(info) and not self.engine.make_external(info.ref):
+            raise UnsupportedTargetError(
+                f"{info.ref} is a managed table at {info.location}, not at its default location; renamed, "
+                f"Spark would point it at {self.default_location(dest)}, and this session cannot make it "
+                "external first (Spark Connect, or a provider with its own catalog)"
+            )
+        self.rename(info.ref, dest)
 
     def drop(self, ref: TableRef) -> None:
         self.engine.drop(ref)

@@ -226,12 +226,13 @@ class SessionCatalogExecutor:
         target, without a retry and without writing them again."""
         ctx, staging = self.ctx, self.ctx.table.staging_table()
         staged = ctx.catalog.partitions(staging, list(ctx.table.partition_by))
+        external = plan.external_staging
         plan = replace(plan, mechanism=Publish.PARTITIONS)
         ctx.details["publish_mechanism"] = Publish.PARTITIONS.value
         if self.checks:  # the result now includes the rows the other run published
             self.audit(plan, report)
             provenance[markers.CHECKS] = summary(self.audit_results)
-        if not plan.object_store:  # there staging is external already
+        if not external:
             report.touched.append(release_managed_staging(ctx, staging, staged))
         target_info = ctx.catalog.table_info(ctx.table.target)
         PUBLISHERS[Publish.PARTITIONS](ctx, Publication(plan, target_info, staging, provenance, report, staged))

@@ -95,7 +95,7 @@ class SessionCatalogGc:
         current = self.catalog.table_info(target)
         if current is None:
             if not self.params.dry_run:
-                self.catalog.rename(info.ref, target)
+                self.catalog.rename_in_place(info, target)
             self.ledger.note("restored", what, f"renamed back to {target}: an interrupted swap had moved it aside")
         elif current.properties.get(markers.TXN_ID) == txn_id and ownership.created_by_provider(props):
             if not self.params.dry_run:
@@ -124,7 +124,7 @@ class SessionCatalogGc:
         elif marker.published_at is None:
             if not self.ledger.blocked(path, marker.txn_id, marker.created_at, marker.task):
                 self._delete(path, "orphan staging directory", txn_id=marker.txn_id, task=marker.task)
-        elif not live:
+        elif not live and self.catalog.superseded_record(path) is None:
             self._unread(database, path, marker)
         else:
             self._superseded(path, marker)

@@ -67,14 +67,21 @@ class Plan:
     skip: Outcome | None = None
     object_store: bool = False
     """The target's database lives on an object store: no publish may move data there."""
+    default_location_taken: bool = False
+    """The target's default location holds a superseded version kept for readers (the target was
+    flipped away from it, then dropped): a managed rename cannot move data there."""
 
     @property
     def external_staging(self) -> bool:
         """Staging is a marked directory that the target takes over as it is (for a rename or a
-        swap, under an external table). On an object store a rename of a managed table would copy
-        every object, so there even a new table (rename) and a swap publish external staging: a
-        metadata-only rename."""
-        return self.mechanism in EXTERNAL_STAGING or (self.object_store and self.mechanism is not None)
+        swap, under an external table): the new version is published where it was written, and
+        nothing is moved into the target's default location. A swap always does this (a
+        superseded version may sit at the default location); a new table does where its default
+        location is taken, and on an object store, where a rename of a managed table would copy
+        every object."""
+        if self.mechanism in EXTERNAL_STAGING or self.mechanism is Publish.SWAP:
+            return True
+        return (self.object_store or self.default_location_taken) and self.mechanism is not None
 
     @property
     def registered_staging(self) -> bool:
@@ -91,6 +98,7 @@ class Plan:
             "staging_location": self.staging_location,
             "skip": self.skip.value if self.skip else None,
             "object_store": self.object_store,
+            "default_location_taken": self.default_location_taken,
         }
 
     @classmethod
@@ -105,6 +113,7 @@ class Plan:
                 None if location is None else str(location),
                 Outcome(skip) if skip is not None else None,
                 bool(data["object_store"]),
+                bool(data.get("default_location_taken", False)),
             )
         except (KeyError, TypeError, ValueError) as exc:
             raise CorruptStateError(f"plan is invalid: {exc}") from exc

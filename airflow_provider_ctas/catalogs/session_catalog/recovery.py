@@ -13,6 +13,7 @@ from airflow_provider_ctas.catalogs.session_catalog import ownership, retention
 from airflow_provider_ctas.catalogs.session_catalog.catalog import TableInfo
 from airflow_provider_ctas.catalogs.session_catalog.context import RunContext
 from airflow_provider_ctas.core import markers
+from airflow_provider_ctas.core.errors import PublishError
 from airflow_provider_ctas.core.identifiers import TableRef, sql_string_literal
 from airflow_provider_ctas.spark.errors import first_line
 
@@ -75,7 +76,7 @@ def settle_backup(ctx: RunContext, backup: TableRef, info: TableInfo | None, try
     target = ctx.table.target
     current = ctx.catalog.table_info(target)
     if current is None:
-        restore(ctx, backup, target)
+        restore(ctx, info, target)
         return [f"{backup} -> {target} (restored the version an interrupted replace had moved aside)"]
     if ctx.published_try(current) is None:
         ctx.log.warning(
@@ -97,10 +98,12 @@ def settle_backup(ctx: RunContext, backup: TableRef, info: TableInfo | None, try
     return [f"{backup} (previous version dropped)"]
 
 
-def restore(ctx: RunContext, backup: TableRef, target: TableRef) -> None:
-    ctx.catalog.rename(backup, target)
+def restore(ctx: RunContext, backup: TableInfo | None, target: TableRef) -> None:
+    if backup is None:
+        raise PublishError(f"the previous version of {target} is not where this transaction moved it")
+    ctx.catalog.rename_in_place(backup, target)
     unset_superseded(ctx, target)
-    ctx.log.info(f"restored the previous version: {backup} -> {target}")
+    ctx.log.info(f"restored the previous version: {backup.ref} -> {target}")
 
 
 def unset_superseded(ctx: RunContext, ref: TableRef) -> None:

@@ -1,5 +1,10 @@
 """Replace with a new shape, only with ``allow_swap``: target -> backup, staging -> target.
 
+Neither rename moves data into a name's default location, which may hold a superseded version kept
+for readers: staging is an external table over its marked directory (the plan says so for every
+swap), and the target keeps its directory when moved aside and when put back
+(``CatalogClient.rename_in_place``).
+
 Between the two renames readers can find the table missing or, for a lookup that raced the first
 rename, empty: the documented window. A crash in it is repaired by the next try or GC (the backup
 carries the markers that say where it belongs).
@@ -41,7 +46,7 @@ def publish_by_swap(ctx: RunContext, pub: Publication) -> None:
     )
     started = time.monotonic()
     try:
-        ctx.catalog.rename(target, backup)
+        ctx.catalog.rename_in_place(target_info, backup)
     except Exception as exc:
         unset_superseded(ctx, target)
         raise PublishError(f"could not move {target} aside: {first_line(exc)}; it is unchanged") from exc
@@ -50,7 +55,7 @@ def publish_by_swap(ctx: RunContext, pub: Publication) -> None:
         ctx.fault("publish_after_move_aside")
         ctx.catalog.rename(staging, target)
     except Exception as exc:
-        restore(ctx, backup, target)
+        restore(ctx, ctx.catalog.table_info(backup), target)
         raise PublishError(
             f"could not rename {staging} to {target}: {first_line(exc)}; the previous version was restored"
         ) from exc
