@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import tempfile
 from pathlib import Path
 
@@ -38,18 +39,40 @@ pytest_plugins = ["tests.support.fixtures"]
 
 
 def pytest_collection_modifyitems(config, items):
-    """Longest first: slow tests, then the other integration tests, then unit tests. With xdist's
+    """Every test that starts no real process is a ``unit`` test (the fast gate runs them first).
+    Longest first: slow tests, then the other integration tests, then unit tests. With xdist's
     ``load`` scheduling one test at a time, the two workers then end on short tests together instead
     of one finishing a multi-minute test alone (the longest take 2-7 minutes each)."""
+    for item in items:
+        if item.get_closest_marker("integration") is None:
+            item.add_marker("unit")
     items.sort(
         key=lambda item: (item.get_closest_marker("slow") is None, item.get_closest_marker("integration") is None)
     )
 
 
+_DURATIONS: list[tuple[float, str, str]] = []
+
+
+def pytest_runtest_logreport(report):
+    """Each phase's duration, as the controller receives them from the workers."""
+    if report.duration >= 0.5:
+        _DURATIONS.append((report.duration, report.when, report.nodeid))
+
+
 def pytest_sessionfinish(session, exitstatus):
-    """On the controller (or a run without workers), write docs/reliability.md from every worker's cells."""
+    """On the controller (or a run without workers): the run's durations and the fault matrix,
+    under build/reports (artefacts of this run; ``scripts/publish_reports.sh`` updates docs/)."""
     if hasattr(session.config, "workerinput"):
         return
-    from tests.support.reliability import write_report
+    from tests.support.reliability import BUILD_REPORTS, write_report
 
+    BUILD_REPORTS.mkdir(parents=True, exist_ok=True)
+    lanes = re.sub(r"\W+", "-", session.config.option.markexpr or "").strip("-") or "all"
+    rows = [f"{seconds:9.1f}\t{when}\t{nodeid}" for seconds, when, nodeid in sorted(_DURATIONS, reverse=True)]
+    (BUILD_REPORTS / f"durations-{lanes}.tsv").write_text(
+        f"# {sum(d for d, _, _ in _DURATIONS):.0f} s of test time in phases of 0.5 s or more (all workers)\n"
+        + "\n".join(rows)
+        + "\n"
+    )
     write_report(Path(os.environ["CTAS_TEST_SHARED"]))

@@ -31,7 +31,7 @@ from tests.support.faults import classify_read_error
 # losers switch their partitions into the table the winner created; more dates only repeat the steady
 # state and cost CI time. Templated per-date targets (the example DAG's ``daily_orders_{{ ds_nodash }}``)
 # are run by test_examples.py and test_assets.py.
-pytestmark = [pytest.mark.integration, pytest.mark.slow, pytest.mark.timeout(2400)]
+pytestmark = [pytest.mark.integration, pytest.mark.slow, pytest.mark.timeout(2400), pytest.mark.scheduler]
 
 DAYS = 3
 FAIL_DAY = 3

@@ -38,7 +38,7 @@ from tests.support.processes import wait_for_line
 from tests.support.spark_versions import on_release
 from tests.support.table_reader import SPARK_FOR_FORMATS, TablePoller
 
-pytestmark = [pytest.mark.integration, pytest.mark.slow]
+pytestmark = [pytest.mark.integration, pytest.mark.slow, pytest.mark.formats]
 
 
 @pytest.fixture(scope="module")

@@ -36,7 +36,7 @@ from tests.support.fixtures import CONNECT_CONN_ID
 from tests.support.processes import kill_spark_driver, wait_for_line
 from tests.support.reliability import NEW_ROWS, OLD_ROWS, record_cell
 
-pytestmark = [pytest.mark.integration, pytest.mark.slow]
+pytestmark = [pytest.mark.integration, pytest.mark.slow, pytest.mark.faults]
 
 SEED_SQL = "SELECT id, 'v1' AS version, CAST(NULL AS STRING) AS pause FROM range(300)"
 # Slow only in try 1 (milliseconds per row), so "mid-write" faults have a write to interrupt.

@@ -36,7 +36,7 @@ from tests.support.processes import wait_for_line
 from tests.support.spark_versions import on_release
 from tests.support.table_reader import TablePoller
 
-pytestmark = [pytest.mark.integration, pytest.mark.slow]
+pytestmark = [pytest.mark.integration, pytest.mark.slow, pytest.mark.formats]
 
 TRY_SQL = "SELECT id, CAST({{ ti.try_number }} AS BIGINT) AS written_by_try FROM range(100)"
 

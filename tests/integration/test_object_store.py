@@ -24,7 +24,7 @@ from tests.support.objectstore import copies_since, key_of, keys, s3_leftovers, 
 from tests.support.processes import kill_spark_driver, wait_for_line
 from tests.support.reliability import NEW_ROWS, OLD_ROWS, record_cell
 
-pytestmark = [pytest.mark.integration, pytest.mark.slow]
+pytestmark = [pytest.mark.integration, pytest.mark.slow, pytest.mark.objectstore]
 
 
 class PublishWatch:

@@ -26,7 +26,7 @@ from tests.support.faults import REPO, Reader, Trial, check_observations, summar
 from tests.support.processes import find_processes, wait_for_line
 from tests.support.reliability import NEW_ROWS, record_cell
 
-pytestmark = [pytest.mark.integration, pytest.mark.slow]
+pytestmark = [pytest.mark.integration, pytest.mark.slow, pytest.mark.faults]
 
 # 400 rows; in try 1 every row sleeps, so there is a write to interrupt.
 SQL = (

@@ -22,7 +22,7 @@ from tests.support.catalog import count, properties, table_exists
 from tests.support.faults import REPO
 from tests.support.fixtures import CONNECT_CONN_ID
 
-pytestmark = [pytest.mark.integration, pytest.mark.slow]
+pytestmark = [pytest.mark.integration, pytest.mark.slow, pytest.mark.install]
 
 PYSPARK_CLIENT = "pyspark-client"
 

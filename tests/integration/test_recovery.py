@@ -38,7 +38,7 @@ from tests.support.fixtures import CONNECT_CONN_ID
 from tests.support.gc import entries, gc_cli
 from tests.support.processes import wait_for_line
 
-pytestmark = pytest.mark.integration
+pytestmark = [pytest.mark.integration, pytest.mark.faults]
 
 TRY_SQL = "SELECT id, {{ ti.try_number }} AS written_by_try FROM range(100)"
 

@@ -28,7 +28,7 @@ from tests.support.catalog import count, database_dir, fresh, live_locations, re
 from tests.support.faults import REPO
 from tests.support.phases import QuietReporter, executor_for, run_all
 
-pytestmark = pytest.mark.integration
+pytestmark = [pytest.mark.integration, pytest.mark.sequences]
 
 RETENTION_SECONDS = 2
 # The codes README's table of errors explains.

@@ -19,7 +19,7 @@ from tests.support.faults import Reader, check_observations
 from tests.support.fixtures import CONNECT_CONN_ID
 from tests.support.processes import find_processes
 
-pytestmark = [pytest.mark.integration, pytest.mark.slow]
+pytestmark = [pytest.mark.integration, pytest.mark.slow, pytest.mark.connect]
 
 
 def transaction(dag_id: str, run_id: str) -> dict:

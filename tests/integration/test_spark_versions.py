@@ -21,7 +21,7 @@ from tests.support.faults import Trial, wait_for_drivers_to_exit, wait_for_path
 from tests.support.processes import kill_spark_driver
 from tests.support.spark_versions import on_release
 
-pytestmark = [pytest.mark.integration, pytest.mark.slow]
+pytestmark = [pytest.mark.integration, pytest.mark.slow, pytest.mark.versions]
 
 SPARK_40 = "4.0.5"
 SPARK_35 = "3.5.6"

@@ -152,9 +152,10 @@ class Trial:
         assert self.process is not None
         try:
             self.process.wait(timeout=timeout)
-        except subprocess.TimeoutExpired:
+        except subprocess.TimeoutExpired as exc:
             os.killpg(self.pid, signal.SIGKILL)
-            raise
+            tail = "\n".join(self.log.read_text(errors="replace").splitlines()[-20:])
+            raise TimeoutError(f"the try did not end within {timeout}s; the last lines of {self.log}:\n{tail}") from exc
         for line in reversed(self.log.read_text(errors="replace").splitlines()):
             if line.startswith("TRIAL_STATE "):
                 return line.split(" ", 1)[1]
@@ -170,7 +171,8 @@ def wait_for_path(path: Path, timeout: float) -> None:
         if path.exists():
             return
         time.sleep(0.05)
-    raise TimeoutError(f"{path} did not appear within {timeout}s")
+    parent = sorted(p.name for p in path.parent.iterdir()) if path.parent.exists() else "(missing too)"
+    raise TimeoutError(f"{path} did not appear within {timeout}s; {path.parent} holds {parent}")
 
 
 def wait_for_drivers_to_exit(needle: str, timeout: float = 120) -> None:
@@ -180,4 +182,5 @@ def wait_for_drivers_to_exit(needle: str, timeout: float = 120) -> None:
         if not find_processes("org.apache.spark.deploy.SparkSubmit", needle):
             return
         time.sleep(0.5)
-    raise TimeoutError(f"Spark drivers for {needle!r} still run after {timeout}s")
+    running = find_processes("org.apache.spark.deploy.SparkSubmit", needle)
+    raise TimeoutError(f"Spark drivers for {needle!r} still run after {timeout}s: pids {running}")

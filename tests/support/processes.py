@@ -14,7 +14,10 @@ def wait_for_line(path: Path, line: str, timeout: float, count: int = 1) -> None
         if path.exists() and path.read_text().splitlines().count(line) >= count:
             return
         time.sleep(0.1)
-    raise TimeoutError(f"{line!r} did not appear {count} time(s) in {path} within {timeout}s")
+    seen = path.read_text(errors="replace").splitlines()[-15:] if path.exists() else ["(no such file)"]
+    raise TimeoutError(
+        f"{line!r} did not appear {count} time(s) in {path} within {timeout}s; its last lines:\n" + "\n".join(seen)
+    )
 
 
 def cmdline(pid: int) -> str:
