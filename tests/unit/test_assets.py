@@ -39,6 +39,26 @@ def test_the_uri_names_the_metastore_the_conf_names():
 
 
 @pytest.mark.parametrize(
+    "line",
+    [
+        "spark.hadoop.hive.metastore.uris thrift://meta.example:9083",
+        "spark.hadoop.hive.metastore.uris=thrift://meta.example:9083",
+        "spark.hadoop.hive.metastore.uris: thrift://meta.example:9083",
+        "spark.hadoop.hive.metastore.uris\tthrift://meta.example:9083",
+        "  spark.hadoop.hive.metastore.uris   =   thrift://meta.example:9083  ",
+        "spark.hadoop.hive.metastore.uris \\\n    thrift://meta.example:9083",
+    ],
+    ids=["space", "equals", "colon", "tab", "padded", "continued"],
+)
+def test_spark_defaults_conf_is_read_by_the_java_properties_rules(line, tmp_path, monkeypatch):
+    """Spark reads spark-defaults.conf with java.util.Properties: every separator form names the same
+    metastore (a parser that split on a space fell back to hive://embedded)."""
+    (tmp_path / "spark-defaults.conf").write_text(f"# a comment\n! another\nspark.master local[2]\n{line}\n")
+    monkeypatch.setenv("SPARK_CONF_DIR", str(tmp_path))
+    assert make().outlets == [Asset(uri="hive://meta.example:9083/db/t")]
+
+
+@pytest.mark.parametrize(
     "kwargs",
     [
         {"mode": "create_if_not_exists"},  # succeeds without publishing when the table exists

@@ -75,13 +75,19 @@ def metastore_namespace(conf: Mapping[str, Any] | None, details: Mapping[str, An
         return _namespace(reported)
     uris = (conf or {}).get(METASTORE_URIS)
     if not uris and (conf_dir := os.environ.get("SPARK_CONF_DIR")):
-        defaults = Path(conf_dir, "spark-defaults.conf")
-        if defaults.exists():
-            for line in defaults.read_text().splitlines():
-                key, _, value = line.strip().partition(" ")
-                if key == METASTORE_URIS:
-                    uris = value.strip()
+        uris = spark_defaults(Path(conf_dir, "spark-defaults.conf")).get(METASTORE_URIS)
     return _namespace(str(uris or ""))
+
+
+def spark_defaults(path: Path) -> dict[str, str]:
+    """A spark-defaults.conf as Spark reads it: ``java.util.Properties`` rules (``key value``,
+    ``key=value``, ``key: value``, tabs, comments, continued lines, escapes), values trimmed."""
+    import javaproperties  # Airflow side only: the driver (which has no such package) never reads this file
+
+    if not path.exists():
+        return {}
+    with path.open(encoding="utf-8") as handle:
+        return {key: value.strip() for key, value in javaproperties.load(handle).items()}
 
 
 def _namespace(uris: str) -> str:
