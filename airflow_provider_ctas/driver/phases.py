@@ -8,6 +8,7 @@ table is the strategy registry's answer for the table's kind, never a class name
 from __future__ import annotations
 
 import time
+from datetime import UTC, datetime
 from typing import TYPE_CHECKING
 
 from airflow_provider_ctas.catalogs import load_two_phase_table, strategy_of_kind
@@ -57,7 +58,7 @@ def run_phases(spark: SparkSession, request: PhaseRequest, log: Reporter) -> Pha
     result.ok = result.error is None
     result.reached = Reached.ABORTED if result.cleaned_up else executor.reached
     result.outcome = executor.outcome
-    result.details = dict(executor.details)
+    result.details = {**executor.details, **result.details}
     jobs = executor.spark_jobs()
     if jobs is not None:
         result.details["spark_jobs"] = jobs
@@ -115,6 +116,8 @@ def _run_each(
             return
         report.seconds = round(time.monotonic() - started, 3)
         result.phases.append(report)
+        if phase == "prepare":  # the history's ``prepared`` entry: when the write finished, not when the task heard
+            result.details["prepared_at"] = datetime.now(UTC).isoformat()
         touched = "; ".join(report.touched) or "nothing"
         log.info(f"{phase}: ok in {report.seconds:.2f}s; touched: {touched}")
 

@@ -447,7 +447,8 @@ class AtomicCtasOperator(CtasLineageMixin, BaseOperator):
         if result.error:
             details["error"] = result.error
         if result.reached in ("prepared", "committed") and table.state is TxnState.BEGUN:
-            table.mark_prepared(table.try_number, now)
+            prepared_at = result.details.get("prepared_at")
+            table.mark_prepared(table.try_number, prepared_at if isinstance(prepared_at, str) else now)
         if result.ok:
             outcome = Outcome(result.outcome) if result.outcome else Outcome.PUBLISHED
             table.commit(table.try_number, now, outcome, details)
