@@ -376,3 +376,15 @@ def test_a_superseded_try_writes_neither_xcom_nor_state_nor_a_link(refuse):
     fresh_context: Any = {"ti": fresh_ti, "task_state_store": fresh_store}
     assert persist(fresh_context, _try(3), op.log)
     assert fresh_ti.xcom["try_number"] == 3 and fresh_store.value["try_number"] == 3
+
+
+def test_the_history_says_when_the_write_finished_not_when_the_task_heard():
+    from airflow_provider_ctas.spark.protocol import PhaseResult
+
+    op, table = make(), _try(1)
+    result = PhaseResult(ok=True, reached="committed", details={"prepared_at": "2024-01-01T00:00:05+00:00"})
+    context: Any = {"ti": _Ti(), "task_state_store": _Store()}
+    op._apply(context, table, result)
+    prepared = [entry for entry in table.history if entry.state.value == "prepared"]
+    assert [entry.at for entry in prepared] == ["2024-01-01T00:00:05+00:00"]
+    assert table.history[-1].state.value == "committed" and table.history[-1].at != prepared[0].at
