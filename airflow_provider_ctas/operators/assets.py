@@ -96,13 +96,10 @@ def event_extra(table: TwoPhaseTable) -> dict[str, Any]:
 
 
 def partition_keys(partitions: list[str]) -> list[str]:
-    """``ds=2024-01-01`` → ``2024-01-01`` (one partition column: the value, as partition-aware
-    timetables expect); several columns keep Hive's ``a=1/b=2`` form."""
-    keys = []
-    for name in partitions:
-        pairs = [part.partition("=") for part in name.split("/")]
-        keys.append(pairs[0][2] if len(pairs) == 1 else name)
-    return keys
+    """Airflow's partition keys for Hive partition names: the value for one partition column
+    (``ds=2024-01-01`` → ``2024-01-01``), the values in partition column order joined by ``|`` for
+    several (``ds=2024-01-01/hr=3`` → ``2024-01-01|3``), as Airflow's ``ProductMapper`` splits them."""
+    return ["|".join(part.partition("=")[2] for part in name.split("/")) for name in partitions]
 
 
 def record_publish_event(context: Context, outlet: Asset | AssetAlias, namespace: str, table: TwoPhaseTable) -> bool:

@@ -90,9 +90,18 @@ def test_the_scheme_normalizes_and_converts_to_the_lineage_dataset():
     assert (asset.uri, dataset.namespace, dataset.name) == ("hive://meta:9083/db/t", "hive://meta:9083", "db.t")
 
 
-def test_partition_keys_are_values_for_one_column_and_hive_paths_for_several():
+def test_partition_keys_are_values_for_one_column_and_joined_values_for_several():
+    """Composite keys in Airflow's convention: its own mappers (the scheduler's code) consume them."""
+    from airflow.partition_mappers.identity import IdentityMapper
+    from airflow.partition_mappers.product import ProductMapper
+    from airflow.partition_mappers.temporal import StartOfDayMapper, StartOfMonthMapper
+
     assert partition_keys(["ds=2024-01-01", "ds=2024-01-02"]) == ["2024-01-01", "2024-01-02"]
-    assert partition_keys(["ds=2024-01-01/hr=3"]) == ["ds=2024-01-01/hr=3"]
+    [key] = partition_keys(["ds=2024-01-15/country=US"])
+    assert key == "2024-01-15|US"
+    day = "%Y-%m-%d"  # a `ds` column's values; Airflow's temporal mappers default to ISO date-times
+    assert ProductMapper(StartOfMonthMapper(input_format=day), IdentityMapper()).to_downstream(key) == "2024-01|US"
+    assert StartOfDayMapper(input_format=day).to_downstream(partition_keys(["ds=2024-01-15"])[0]) == "2024-01-15"
 
 
 def committed(outcome: Outcome, **details: Any) -> TwoPhaseTable:
