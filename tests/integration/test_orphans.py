@@ -154,7 +154,7 @@ def test_a_failure_callback_delivered_twice_and_late_never_touches_the_next_try(
     late = deliver_callback(dag_file, dag_id, tmp_path / "callback2.log")
     late.wait(timeout=180)
     staging_survived = (database_path / f"__ctas_{txn_id[:16]}_s2").exists()
-    in_flight = second.process is not None and second.process.poll() is None
+    in_flight = second.running()
     release.touch()
     second_state = second.wait()
     values = reader.stop()

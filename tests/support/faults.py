@@ -4,9 +4,8 @@ from __future__ import annotations
 
 import json
 import os
+import select
 import signal
-import subprocess
-import sys
 import threading
 import time
 from dataclasses import dataclass, field
@@ -15,6 +14,7 @@ from typing import TYPE_CHECKING, Any
 
 from tests.support.catalog import count
 from tests.support.processes import find_processes
+from tests.support.trial_zygote import Zygote
 
 if TYPE_CHECKING:
     from pyspark.sql import SparkSession
@@ -116,7 +116,8 @@ def summarize(values: list[Any]) -> str:
 
 @dataclass
 class Trial:
-    """One try of a task instance, in its own process group (task process + its spark-submit)."""
+    """One try of a task instance, in its own process group (task process + its spark-submit),
+    forked from the worker's warmed try zygote (``tests/support/trial_zygote.py``)."""
 
     dag_file: Path
     dag_id: str
@@ -124,7 +125,9 @@ class Trial:
     log: Path
     faults: dict[str, Any] = field(default_factory=dict)
     env: dict[str, str] = field(default_factory=dict)
-    process: subprocess.Popen[bytes] | None = None
+    pid: int = 0
+    _exited: int | None = None
+    """A pidfd: readable once the try's process has exited (it is the zygote's child, not ours)."""
 
     def start(self) -> Trial:
         env = dict(os.environ)
@@ -132,34 +135,30 @@ class Trial:
         if self.faults:
             env["AIRFLOW_CTAS_FAULTS"] = json.dumps(self.faults)
         env.update(self.env)
-        handle = open(self.log, "ab")  # noqa: SIM115 - handed to the child
-        self.process = subprocess.Popen(
-            [sys.executable, "-m", "tests.support.trial", str(self.dag_file), self.dag_id, self.run_id],
-            cwd=REPO,
-            env=env,
-            stdout=handle,
-            stderr=subprocess.STDOUT,
-            start_new_session=True,
-        )
+        self.pid = Zygote.shared().fork([str(self.dag_file), self.dag_id, self.run_id], env, str(self.log))
+        try:
+            self._exited = os.pidfd_open(self.pid)
+        except ProcessLookupError:  # over already
+            self._exited = None
         return self
 
-    @property
-    def pid(self) -> int:
-        assert self.process is not None
-        return self.process.pid
+    def running(self) -> bool:
+        return self._exited is not None and not select.select([self._exited], [], [], 0)[0]
 
     def wait(self, timeout: float = 600) -> str:
-        assert self.process is not None
-        try:
-            self.process.wait(timeout=timeout)
-        except subprocess.TimeoutExpired as exc:
-            os.killpg(self.pid, signal.SIGKILL)
-            tail = "\n".join(self.log.read_text(errors="replace").splitlines()[-20:])
-            raise TimeoutError(f"the try did not end within {timeout}s; the last lines of {self.log}:\n{tail}") from exc
+        assert self.pid, "start() first"
+        if self._exited is not None:
+            ended = select.select([self._exited], [], [], timeout)[0]
+            if not ended:
+                os.killpg(self.pid, signal.SIGKILL)
+                tail = "\n".join(self.log.read_text(errors="replace").splitlines()[-20:])
+                raise TimeoutError(f"the try did not end within {timeout}s; the last lines of {self.log}:\n{tail}")
+            os.close(self._exited)
+            self._exited = None
         for line in reversed(self.log.read_text(errors="replace").splitlines()):
             if line.startswith("TRIAL_STATE "):
                 return line.split(" ", 1)[1]
-        return f"killed (exit {self.process.returncode})"
+        return "killed (no TRIAL_STATE in its log)"
 
     def signal_group(self, sig: signal.Signals) -> None:
         os.killpg(self.pid, sig)
