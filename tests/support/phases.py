@@ -3,6 +3,7 @@ spark-submit): for tests that look at the catalog between two steps of one try."
 
 from __future__ import annotations
 
+import os
 import uuid
 from typing import TYPE_CHECKING, Any
 
@@ -10,6 +11,7 @@ from airflow_provider_ctas.catalogs import create_two_phase_table
 from airflow_provider_ctas.catalogs.session_catalog.executor import SessionCatalogExecutor
 from airflow_provider_ctas.catalogs.session_catalog.table import SessionCatalogTable
 from airflow_provider_ctas.core.transaction import TransactionKey
+from airflow_provider_ctas.spark.engine import CONNECT_MODE_VARIABLES
 from airflow_provider_ctas.spark.protocol import RUN_PHASES, PhaseReport, PhaseRequest
 
 if TYPE_CHECKING:
@@ -26,7 +28,14 @@ class QuietReporter:
 
 def executor_for(spark: SparkSession, target: str, sql: str, *, faults: dict[str, Any] | None = None,
                  **options: Any) -> SessionCatalogExecutor:  # fmt: skip
-    """Try 1 of a new transaction on ``target`` (parquet unless ``options`` say otherwise)."""
+    """Try 1 of a new transaction on ``target`` (parquet unless ``options`` say otherwise).
+
+    The phases run as a classic driver runs them, so this process's environment is made a classic
+    driver's first (``driver/app.py`` does the same): an earlier test in this worker that made a Spark
+    Connect session leaves SPARK_CONNECT_MODE_ENABLED set, which turns pyspark's ``Observation()``
+    into Connect's."""
+    for variable in CONNECT_MODE_VARIABLES:
+        os.environ.pop(variable, None)
     txn = create_two_phase_table(
         key=TransactionKey("in_process_dag", "ctas", f"run_{uuid.uuid4().hex}"),
         conn_id="spark_default",
