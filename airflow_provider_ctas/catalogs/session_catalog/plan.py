@@ -113,7 +113,7 @@ class Plan:
                 None if location is None else str(location),
                 Outcome(skip) if skip is not None else None,
                 bool(data["object_store"]),
-                bool(data.get("default_location_taken", False)),
+                bool(data["default_location_taken"]),
             )
         except (KeyError, TypeError, ValueError) as exc:
             raise CorruptStateError(f"plan is invalid: {exc}") from exc
