@@ -103,28 +103,6 @@ def test_foreign_partition_data_is_kept_and_a_failed_publish_switches_back(stack
     assert leftovers(spark, database) == []
 
 
-def test_existing_partitions_switch_together(stack, spark, database, monkeypatch):
-    """Two partitions replaced in one run: a reader of both sees old+old or new+new, never a mix."""
-    target = f"{database}.pairs"
-    two_days = "SELECT id, IF(id < {a}, '2024-01-01', '2024-01-02') AS ds FROM range({n})"
-    first, _ = run("pairs_v1", target, two_days.format(a=100, n=150))
-    assert first.task_state == "success"
-    before = partition_locations(spark, target)
-
-    monkeypatch.setenv("AIRFLOW_CTAS_FAULTS", json.dumps({"after_prepare": {"sleep": 3}}))
-    reader = Reader(spark, target, interval=0.02).start()
-    second, txn = run("pairs_v2", target, two_days.format(a=130, n=200))
-    values = reader.stop()
-
-    assert second.task_state == "success"
-    # A mix would read 100 + 70 = 170 or 130 + 50 = 180.
-    assert check_observations(values, {150, 200}, 200) is None, values
-    assert txn["details"]["publish"]["partitions"] == ["ds=2024-01-01", "ds=2024-01-02"]
-    after = partition_locations(spark, target)
-    assert all(after[ds] != before[ds] for ds in before)
-    assert leftovers(spark, database) == []
-
-
 def test_a_run_that_loses_the_first_use_race_switches_its_partitions_into_the_winners_table(
     stack, spark, database, tmp_path, monkeypatch
 ):

@@ -119,6 +119,9 @@ def test_a_paused_connect_try_can_never_publish(stack, connect_server, spark, da
     assert leftovers(spark, database) == []
 
 
+WRITERS = (1, 2, 3)
+
+
 def _writer_table(database: str, target: str, writer: int, mode: str):
     key = TransactionKey(f"writer_{writer}", "ctas", f"run_{writer}")
     table = create_two_phase_table(key=key, conn_id="spark_default", target=target, mode=mode, table_format="parquet")
@@ -126,11 +129,11 @@ def _writer_table(database: str, target: str, writer: int, mode: str):
     return table
 
 
-@pytest.mark.parametrize(
-    ("mode", "runner"), [("create", "spark_submit"), ("replace", "spark_submit"), ("create", "connect")]
-)
+# The create race is decided by the metastore's rename, the same code over either runner: Connect
+# proves it (4 sessions, one server JVM); spark-submit proves the replace (flips racing).
+@pytest.mark.parametrize(("mode", "runner"), [("replace", "spark_submit"), ("create", "connect")])
 def test_concurrent_writers_publish_exactly_one_whole_version(stack, spark, database, tmp_path, mode, runner, request):
-    """Four transactions (separate Spark drivers or Connect sessions, one metastore) publish one target at once."""
+    """Three transactions (separate Spark drivers or Connect sessions, one metastore) publish one target at once."""
     if runner == "connect":
         request.getfixturevalue("connect_server")
     target = f"{database}.contended_{mode}_{runner}"
@@ -157,16 +160,16 @@ def test_concurrent_writers_publish_exactly_one_whole_version(stack, spark, data
             results[writer] = submit.run(phases, name=name, coordinator=coordinator)
 
     reader = Reader(spark, target).start()
-    threads = [threading.Thread(target=write, args=(w,)) for w in (1, 2, 3, 4)]
+    threads = [threading.Thread(target=write, args=(w,)) for w in WRITERS]
     for thread in threads:
         thread.start()
     staged = 0
     deadline = time.monotonic() + 300
-    # All four staged, then release them together (a flip's staging is no table: count the writers).
-    while staged < 4 and time.monotonic() < deadline:
+    # All staged, then release them together (a flip's staging is no table: count the writers).
+    while staged < len(WRITERS) and time.monotonic() < deadline:
         staged = progress.read_text().count("after_prepare") if progress.exists() else 0
         time.sleep(0.5)
-    assert staged == 4, f"only {staged} of 4 writers staged"
+    assert staged == len(WRITERS), f"only {staged} of {len(WRITERS)} writers staged"
     time.sleep(3)
     barrier.touch()
     for thread in threads:
