@@ -5,6 +5,13 @@ operator's lineage names (namespace ``hive://host:port``, or ``hive://embedded``
 embedded metastore; name ``database.table``), so asset events and lineage events join. The
 provider registers the scheme (``sanitize_uri``, ``create_asset``, ``convert_asset_to_openlineage``).
 
+``apache-airflow-providers-apache-hive`` registers ``hive`` too, and Airflow keeps the handler of
+the provider whose package name sorts last (the install order does not matter): with both
+installed, that provider's handler is used, and it keeps a URI as written. So the URIs this
+provider emits are always in the canonical form (lower case, the port written out), the one both
+handlers leave unchanged; ``create_asset`` builds it, and ``sanitize_uri`` warns about any other
+form, which matches this provider's events only while its own handler is the active one.
+
 Airflow emits an event for every concrete asset in a task's outlets whenever the task succeeds.
 That is right only for modes where success means "published": ``create`` (fails if the table is
 someone else's), ``replace`` and ``overwrite_partitions``. For ``create_if_not_exists`` (success
@@ -16,6 +23,7 @@ earlier publish. Airflow 3.3 attaches partition keys to concrete assets only, no
 from __future__ import annotations
 
 import logging
+import warnings
 from typing import TYPE_CHECKING, Any
 from urllib.parse import urlsplit
 
@@ -37,27 +45,48 @@ EMBEDDED = "embedded"
 ALWAYS_PUBLISHING_MODES = frozenset({"create", "replace", "overwrite_partitions"})
 
 
+class NonCanonicalAssetUriWarning(UserWarning):
+    """A ``hive://`` asset URI that only this provider's handler normalizes (see the module docstring)."""
+
+
+def _canonical(netloc: str, database: str, table: str) -> str:
+    netloc = netloc.lower()
+    if netloc != EMBEDDED and urlsplit(f"//{netloc}").port is None:
+        netloc = f"{netloc.rstrip(':')}:{DEFAULT_METASTORE_PORT}"
+    return f"{SCHEME}://{netloc}/{database.lower()}/{table.lower()}"
+
+
 def sanitize_uri(uri: SplitResult) -> SplitResult:
-    """Airflow's normalizer for ``hive://`` asset URIs: default port, lower-case names."""
+    """Airflow's normalizer for ``hive://`` asset URIs: default port, lower-case names; a URI not
+    already in that form gets a warning, since with the apache-hive provider installed it would stay
+    as written and not match the events this provider emits."""
     if not uri.netloc:
         raise ValueError(
             "URI format hive:// must name the metastore: hive://host:port/database/table (or hive://embedded/...)"
         )
-    netloc = uri.netloc.lower()
-    if uri.port is None and netloc != EMBEDDED:
-        netloc = f"{netloc.rstrip(':')}:{DEFAULT_METASTORE_PORT}"
     parts = uri.path.split("/")
     if len(parts) != 3 or not all(parts[1:]):  # leading slash, database, table
         raise ValueError("URI format hive:// must contain a database and a table name: hive://host:port/database/table")
-    return uri._replace(scheme=SCHEME, netloc=netloc, path=uri.path.lower())
+    canonical = urlsplit(_canonical(uri.netloc, parts[1], parts[2]))
+    if canonical.netloc != uri.netloc or canonical.path != uri.path:
+        warnings.warn(
+            f"asset URI {uri.geturl()!r}: write {canonical.geturl()!r} (lower case, the port written out). "
+            "This provider's hive:// handler normalizes it, but with apache-airflow-providers-apache-hive "
+            "installed Airflow uses that provider's handler, which keeps URIs as written, and the asset "
+            "would not match the table's events",
+            NonCanonicalAssetUriWarning,
+            stacklevel=2,
+        )
+    return uri._replace(scheme=SCHEME, netloc=canonical.netloc, path=canonical.path)
 
 
 def create_asset(
     *, database: str, table: str, host: str = EMBEDDED, port: int | None = None, extra: dict[str, Any] | None = None
 ) -> Asset:
-    """The asset of a table in a Hive metastore (``host='embedded'`` for Spark's embedded one)."""
-    netloc = host if host == EMBEDDED else f"{host}:{port or DEFAULT_METASTORE_PORT}"
-    return Asset(uri=f"{SCHEME}://{netloc}/{database}/{table}", extra=extra)
+    """The asset of a table in a Hive metastore (``host='embedded'`` for Spark's embedded one), in
+    the canonical form every ``hive://`` handler keeps: use it for a downstream DAG's schedule."""
+    netloc = host if host == EMBEDDED or port is None else f"{host}:{port}"
+    return Asset(uri=_canonical(netloc, database, table), extra=extra)
 
 
 def convert_asset_to_openlineage(asset: Asset, lineage_context: Any) -> Any:

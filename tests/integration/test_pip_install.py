@@ -4,7 +4,8 @@ The light install brings no pyspark: a worker that talks to Spark Connect gets t
 (``pyspark-client``, pulled by the apache-spark provider) and nothing else, and no distribution's
 files are overwritten by another's (every installed file still matches its distribution's RECORD).
 The ``spark-submit`` extra adds pyspark, which shares its folder with pyspark-client. The proof that
-each works is a real run: ``airflow dags test`` in that venv publishes a table.
+each works is a real run: ``airflow dags test`` in that venv publishes a table. With the
+apache-hive provider added, a table's asset URI is still the one the operator emits.
 """
 
 from __future__ import annotations
@@ -63,33 +64,71 @@ print(json.dumps({"pyspark": dist.version, "files": re.search(r"__version__.*?'(
 """
 
 
-def _constraints(path: Path) -> Path:
-    """The versions CI tested (this environment's, made from the lock), as pip constraints."""
-    pins = sorted(
-        f"{dist.metadata['Name']}=={dist.version}"
-        for dist in metadata.distributions()
-        if dist.metadata["Name"].lower() != "airflow-provider-ctas"
-    )
-    path.write_text("\n".join(pins) + "\n")
-    return path
+# With apache-airflow-providers-apache-hive installed, Airflow uses its hive:// handler (the provider
+# whose package name sorts last wins; the install order does not matter), which keeps URIs as written.
+BOTH_HIVE_SCHEMES = """\
+import json
+from airflow.sdk.providers_manager_runtime import ProvidersManagerTaskRuntime
+from airflow.sdk import Asset
+from airflow_provider_ctas.operators import AtomicCtasOperator
+from airflow_provider_ctas.operators.assets import create_asset
+
+handler = ProvidersManagerTaskRuntime().asset_uri_handlers["hive"]
+conf = {"spark.hadoop.hive.metastore.uris": "thrift://Meta.Example:9083"}
+op = AtomicCtasOperator(task_id="t", sql="SELECT 1", target_table="Analytics.Daily", conf=conf)
+print(json.dumps({
+    "handler": f"{handler.__module__}.{handler.__name__}",
+    "outlet": op.outlets[0].uri,
+    "create_asset": create_asset(database="analytics", table="daily", host="meta.example").uri,
+    "written": Asset("hive://meta.example:9083/analytics/daily").uri,
+}))
+"""
 
 
-def _run(args: list[str], env: dict[str, str] | None = None, cwd: Path | None = None) -> str:
+INSTALLED = """\
+import json
+from importlib import metadata
+print(json.dumps({d.metadata["Name"].lower(): d.version for d in metadata.distributions()}))
+"""
+
+
+def _run(args: list[str], env: dict[str, str] | None = None, cwd: Path | None = None, venv: Path | None = None) -> str:
+    """Runs a command; a failure says what it printed and, for a command in ``venv``, which of that
+    venv's packages resolved to other versions than CI's lock (what an adopter's plain pip got)."""
     done = subprocess.run(args, capture_output=True, text=True, timeout=900, env=env, cwd=cwd)
-    assert done.returncode == 0, f"{args[:3]} exited {done.returncode}:\n{done.stdout[-3000:]}\n{done.stderr[-3000:]}"
+    if done.returncode != 0:
+        drift = f"\npackages not at the lock's versions: {_drift(venv)}" if venv is not None else ""
+        raise AssertionError(
+            f"{args[:3]} exited {done.returncode}:\n{done.stdout[-3000:]}\n{done.stderr[-3000:]}{drift}"
+        )
     return str(done.stdout)
 
 
-def _light_venv(tmp_path: Path) -> tuple[Path, Path, Path]:
-    """A clean venv with the wheel installed by plain pip; returns it, the wheel and the constraints."""
-    constraints = _constraints(tmp_path / "constraints.txt")
+def _drift(venv: Path) -> dict[str, str]:
+    """``name: 'venv version (lock version)'`` for every package of ``venv`` that this environment
+    (installed from ``uv.lock``) has at another version."""
+    done = subprocess.run([str(venv / "bin" / "python"), "-c", INSTALLED], capture_output=True, text=True, check=False)
+    if done.returncode != 0:
+        return {"(could not list the venv's packages)": done.stderr[-500:]}
+    locked = {dist.metadata["Name"].lower(): dist.version for dist in metadata.distributions()}
+    theirs: dict[str, str] = json.loads(done.stdout)
+    return {
+        name: f"{version} (lock {locked[name]})"
+        for name, version in sorted(theirs.items())
+        if name in locked and locked[name] != version and name != "airflow-provider-ctas"
+    }
+
+
+def _light_venv(tmp_path: Path) -> tuple[Path, Path]:
+    """A clean venv with the wheel installed by plain pip as an adopter runs it: no constraints, so
+    the newest versions the package's own requirements allow; returns the venv and the wheel."""
     venv = tmp_path / "venv"
     _run([sys.executable, "-m", "venv", str(venv)])
     pip = [str(venv / "bin" / "pip"), "--disable-pip-version-check"]
     _run([*pip, "wheel", "--no-deps", "-q", "-w", str(tmp_path / "dist"), str(REPO)])
     (wheel,) = (tmp_path / "dist").glob("airflow_provider_ctas-*.whl")
-    _run([*pip, "install", "-q", "--no-compile", "-c", str(constraints), str(wheel)])
-    return venv, wheel, constraints
+    _run([*pip, "install", "-q", "--no-compile", str(wheel)], venv=venv)
+    return venv, wheel
 
 
 def _airflow_env(venv: Path, home: Path) -> dict[str, str]:
@@ -107,7 +146,7 @@ def _airflow_env(venv: Path, home: Path) -> dict[str, str]:
 
 
 def test_plain_pip_installs_run_over_connect_and_spark_submit(stack, connect_server, spark, database, tmp_path):
-    venv, wheel, constraints = _light_venv(tmp_path)
+    venv, wheel = _light_venv(tmp_path)
     home = tmp_path / "airflow"
     (home / "dags").mkdir(parents=True)
     connect_target, submit_target = f"{database}.over_connect", f"{database}.over_submit"
@@ -120,18 +159,18 @@ def test_plain_pip_installs_run_over_connect_and_spark_submit(stack, connect_ser
     airflow = str(venv / "bin" / "airflow")
 
     # The light install: no pyspark, the Connect client only, nothing overwritten; a working provider.
-    _run([pip, "check"])
-    report = json.loads(_run([python, "-c", VERIFY_RECORDS]))
+    _run([pip, "check"], venv=venv)
+    report = json.loads(_run([python, "-c", VERIFY_RECORDS], venv=venv))
     assert report["clobbered"] == []
     assert "pyspark" not in report["installed"], "the light install brings no pyspark (jars: ~460 MB)"
     assert PYSPARK_CLIENT in report["installed"]
     (provider,) = json.loads(
-        _run([airflow, "providers", "get", "airflow-provider-ctas", "--full", "-o", "json"], env=env)
+        _run([airflow, "providers", "get", "airflow-provider-ctas", "--full", "-o", "json"], env=env, venv=venv)
     )
     assert provider["package-name"] == "airflow-provider-ctas"
     assert provider["documentation-url"].startswith("https://")
-    _run([airflow, "db", "migrate"], env=env)
-    _run([airflow, "dags", "test", "light"], env=env, cwd=tmp_path)
+    _run([airflow, "db", "migrate"], env=env, venv=venv)
+    _run([airflow, "dags", "test", "light"], env=env, cwd=tmp_path, venv=venv)
     assert count(spark, connect_target) == 42
     assert properties(spark, connect_target)["airflow_ctas.dag_id"] == "light"
 
@@ -139,11 +178,9 @@ def test_plain_pip_installs_run_over_connect_and_spark_submit(stack, connect_ser
     # folder; a fresh install of the extra with plain pip writes the client's files last (measured,
     # docs/design.md). pip reproduces that here by installing the client again over pyspark. Such a
     # worker is refused before any spark-submit, with the command that repairs it; repaired, it publishes.
-    _run([pip, "install", "-q", "--no-compile", "-c", str(constraints), f"{wheel}[spark-submit]"])
-    _run(
-        [pip, "install", "-q", "--no-compile", "--force-reinstall", "--no-deps", "-c", str(constraints), PYSPARK_CLIENT]
-    )
-    versions = json.loads(_run([python, "-c", VERSIONS]))
+    _run([pip, "install", "-q", "--no-compile", f"{wheel}[spark-submit]"], venv=venv)
+    _run([pip, "install", "-q", "--no-compile", "--force-reinstall", "--no-deps", PYSPARK_CLIENT])
+    versions = json.loads(_run([python, "-c", VERSIONS], venv=venv))
     assert versions["files"] != versions["pyspark"], versions
     submit = [airflow, "dags", "test", "submit"]
     refused = subprocess.run(submit, capture_output=True, text=True, timeout=600, env=env, cwd=tmp_path)
@@ -153,8 +190,18 @@ def test_plain_pip_installs_run_over_connect_and_spark_submit(stack, connect_ser
     assert not table_exists(spark, submit_target)
     repair = f"pip install --force-reinstall --no-deps 'pyspark=={versions['pyspark']}'"
     assert repair in log
-    _run([pip, "install", "-q", "--no-compile", "--force-reinstall", "--no-deps", f"pyspark=={versions['pyspark']}"])
-    _run(submit, env=env, cwd=tmp_path)
+    _run(
+        [pip, "install", "-q", "--no-compile", "--force-reinstall", "--no-deps", f"pyspark=={versions['pyspark']}"],
+        venv=venv,
+    )
+    _run(submit, env=env, cwd=tmp_path, venv=venv)
     assert count(spark, submit_target) == 42
-    overlap = json.loads(_run([python, "-c", VERIFY_RECORDS]))["clobbered"]
+    overlap = json.loads(_run([python, "-c", VERIFY_RECORDS], venv=venv))["clobbered"]
     assert all(entry.startswith("pyspark-client: pyspark/") for entry in overlap), overlap
+
+    # Beside the apache-hive provider, whose hive:// handler Airflow then uses: a table's asset is the
+    # same URI as the operator's outlet and events, so downstream schedules still match.
+    _run([pip, "install", "-q", "--no-compile", "apache-airflow-providers-apache-hive"], venv=venv)
+    both = json.loads(_run([python, "-c", BOTH_HIVE_SCHEMES], env=env, venv=venv))
+    assert both.pop("handler") == "airflow.providers.apache.hive.assets.hive.sanitize_uri"
+    assert set(both.values()) == {"hive://meta.example:9083/analytics/daily"}, both

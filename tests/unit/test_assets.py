@@ -2,22 +2,30 @@
 
 from __future__ import annotations
 
-from typing import Any
+import warnings
+from collections.abc import Callable
+from typing import TYPE_CHECKING, Any
 from urllib.parse import urlsplit
 
 import pytest
 from airflow.sdk import Asset, AssetAlias
 from airflow.sdk.execution_time.context import OutletEventAccessors
 
+from airflow_provider_ctas.core.identifiers import TableRef
 from airflow_provider_ctas.core.transaction import Outcome, TransactionKey, TwoPhaseTable
 from airflow_provider_ctas.operators import AtomicCtasOperator
 from airflow_provider_ctas.operators.assets import (
+    NonCanonicalAssetUriWarning,
     convert_asset_to_openlineage,
     create_asset,
     partition_keys,
     record_publish_event,
     sanitize_uri,
+    table_asset,
 )
+
+if TYPE_CHECKING:
+    from urllib.parse import SplitResult
 
 
 def make(**kwargs: Any) -> AtomicCtasOperator:
@@ -79,8 +87,12 @@ def test_user_outlets_are_kept_and_events_can_be_turned_off():
 
 
 def test_the_scheme_normalizes_and_converts_to_the_lineage_dataset():
-    assert sanitize_uri(urlsplit("hive://Meta/DB/T")).geturl() == "hive://meta:9083/db/t"
-    assert sanitize_uri(urlsplit("hive://embedded/db/t")).geturl() == "hive://embedded/db/t"
+    with pytest.warns(NonCanonicalAssetUriWarning, match="write 'hive://meta:9083/db/t'"):
+        assert sanitize_uri(urlsplit("hive://Meta/DB/T")).geturl() == "hive://meta:9083/db/t"
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")  # the canonical forms pass without a warning
+        assert sanitize_uri(urlsplit("hive://embedded/db/t")).geturl() == "hive://embedded/db/t"
+        assert sanitize_uri(urlsplit("hive://meta:9083/db/t")).geturl() == "hive://meta:9083/db/t"
     with pytest.raises(ValueError, match="database and a table"):
         sanitize_uri(urlsplit("hive://meta:9083/db"))
     with pytest.raises(ValueError, match="must name the metastore"):
@@ -88,6 +100,40 @@ def test_the_scheme_normalizes_and_converts_to_the_lineage_dataset():
     asset = create_asset(database="db", table="t", host="meta", port=9083)
     dataset = convert_asset_to_openlineage(asset, None)
     assert (asset.uri, dataset.namespace, dataset.name) == ("hive://meta:9083/db/t", "hive://meta:9083", "db.t")
+
+
+def _apache_hive_sanitize_uri(uri: SplitResult) -> SplitResult:
+    """apache-airflow-providers-apache-hive 9.7.1's handler (airflow/providers/apache/hive/assets/hive.py),
+    which Airflow uses instead of this provider's when both are installed."""
+    if not uri.netloc:
+        raise ValueError("URI format hive:// must contain a host")
+    if len(uri.path.split("/")) != 3:
+        raise ValueError("URI format hive:// must contain database, schema, and table names")
+    return uri
+
+
+MADE: dict[str, Callable[[], Asset]] = {
+    "create_asset": lambda: create_asset(database="Analytics", table="Daily", host="Metastore"),
+    "create_asset-port": lambda: create_asset(database="analytics", table="daily", host="metastore", port=9090),
+    "create_asset-embedded": lambda: create_asset(database="analytics", table="daily"),
+    "outlet": lambda: make(target_table="Analytics.Daily").outlets[0],
+    "outlet-metastore": lambda: make(conf={"spark.hadoop.hive.metastore.uris": "thrift://MetaStore.Example"}).outlets[
+        0
+    ],
+    "event": lambda: table_asset("hive://metastore.example:9083", TableRef.parse("Analytics.Daily")),
+}
+
+
+@pytest.mark.parametrize("made", MADE)
+def test_the_assets_this_provider_makes_are_the_same_under_either_hive_handler(made):
+    """Whichever provider's ``hive`` handler Airflow keeps, the URI of a table's asset (the operator's
+    outlet, its events, ``create_asset`` for a downstream schedule) comes out unchanged."""
+    asset = MADE[made]()
+    parsed = urlsplit(asset.uri)
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        assert sanitize_uri(parsed).geturl() == asset.uri
+    assert _apache_hive_sanitize_uri(parsed).geturl() == asset.uri
 
 
 def test_partition_keys_are_values_for_one_column_and_joined_values_for_several():
