@@ -12,11 +12,14 @@ class SupersededTryError(Exception):
 
 
 class SparkApplicationLink(BaseOperatorLink):
-    """The driver's UI, as the driver reported it in begin.
+    """The application's page on the Spark History Server when the driver has one configured
+    (``spark.yarn.historyServer.address`` with event logs on), else its live UI, as the driver
+    reported them in begin.
 
     Airflow 3 asks for the link in the worker when the task ends and stores it in XCom, so the
-    live operator's transaction is at hand. The UI serves only while the application runs; a
-    Connect server's UI is not visible to its clients (no link then).
+    live operator's transaction is at hand. The live UI serves only while the application runs,
+    which has ended by the time anyone clicks the link; the History Server's page stays. A Connect
+    server's UI is not visible to its clients (no link then).
     """
 
     name = "Spark application"
@@ -27,4 +30,4 @@ class SparkApplicationLink(BaseOperatorLink):
             raise SupersededTryError("a newer try of this task instance has begun; this try records no link")
         table = getattr(operator, "_txn", None)
         application = (table.details.get("spark_application") if table is not None else None) or {}
-        return str(application.get("ui") or "")
+        return str(application.get("history") or application.get("ui") or "")

@@ -28,6 +28,23 @@ from airflow_provider_ctas.spark.filesystem import ConnectFileSystem, FileSystem
 if TYPE_CHECKING:
     from pyspark.sql import DataFrame, SparkSession
 
+HISTORY_SERVER_ADDRESS = "spark.yarn.historyServer.address"
+"""Spark's setting for the History Server's address (``host:port``, no scheme). Spark's YARN
+integration reads it; nothing else in Spark names a History Server, so it serves every master."""
+
+
+def history_url(address: str | None, event_log_enabled: str | None, application_id: str) -> str | None:
+    """The application's page on the History Server, or None: without event logs the server never
+    sees the application, and an address with an unresolved ``${...}`` reference (YARN resolves
+    those from Hadoop's configuration, a driver's Spark conf does not) names no host."""
+    if not address or "${" in address or str(event_log_enabled).strip().lower() != "true":
+        return None
+    base = address.strip().rstrip("/")
+    if "://" not in base:
+        base = f"http://{base}"
+    return f"{base}/history/{application_id}/jobs/"
+
+
 PROGRESS_INTERVAL_SECONDS = 15.0
 # Environment variables with which pyspark's SparkSession.builder makes a Spark Connect session.
 CONNECT_MODE_VARIABLES = ("SPARK_CONNECT_MODE_ENABLED", "SPARK_REMOTE")
@@ -97,9 +114,21 @@ class ClassicEngine:
         return sorted(found)
 
     def application(self) -> dict[str, str | None]:
-        """Where the work runs: the application id, its live UI (while it runs), the master and Spark's version."""
+        """Where the work runs: the application id, its live UI (while it runs), its page on the
+        Spark History Server when one is configured (it outlives the application), the master and
+        Spark's version."""
         sc = self.spark.sparkContext
-        return {"id": sc.applicationId, "ui": sc.uiWebUrl, "master": sc.master, "version": sc.version}
+        conf = sc.getConf()
+        application: dict[str, str | None] = {
+            "id": sc.applicationId,
+            "ui": sc.uiWebUrl,
+            "master": sc.master,
+            "version": sc.version,
+        }
+        history = history_url(conf.get(HISTORY_SERVER_ADDRESS), conf.get("spark.eventLog.enabled"), sc.applicationId)
+        if history:
+            application["history"] = history
+        return application
 
     def metastore_uris(self) -> str:
         """What this driver's Hive client uses: Spark conf, properties file and hive-site.xml all

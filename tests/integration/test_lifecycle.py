@@ -77,6 +77,42 @@ def test_create_publishes_exactly_the_select(stack, spark, database, monkeypatch
     assert leftovers(spark, database) == []
 
 
+def test_the_application_link_outlives_the_application_on_the_history_server(stack, spark, database, tmp_path):
+    """With event logs on and a History Server named (``spark.yarn.historyServer.address``), the
+    task's link is the application's page there, which serves after the application ended."""
+    import time
+    import urllib.request
+
+    from ctas_devstack.history_server import HistoryServer
+
+    server = HistoryServer(tmp_path / "history", tmp_path / "events").start()
+    try:
+        conf = {
+            "spark.eventLog.enabled": "true",
+            "spark.eventLog.dir": server.logs.as_uri(),
+            "spark.yarn.historyServer.address": server.address,
+        }
+        run = run_dag(make_dag("history_link", target_table=f"{database}.linked", sql="SELECT 1 AS id", conf=conf))
+        assert run.task_state == "success"
+        application = transaction("history_link", run.run_id)["details"]["spark_application"]
+        link = xcom_value("history_link", run.run_id, "_link_SparkApplicationLink")
+        assert link == f"http://{server.address}/history/{application['id']}/jobs/"
+        # The application has ended; the server lists it within a rescan of its log directory (1 s).
+        deadline, seen = time.monotonic() + 60, ""
+        while time.monotonic() < deadline:
+            try:
+                with urllib.request.urlopen(link, timeout=10) as page:
+                    seen = f"{page.status} " + page.read().decode(errors="replace")
+            except OSError as exc:
+                seen = str(exc)
+            if seen.startswith("200 ") and f"spark_catalog.{database}.linked" in seen:
+                break
+            time.sleep(1)
+        assert seen.startswith("200 ") and f"spark_catalog.{database}.linked" in seen, f"the page said: {seen[:300]}"
+    finally:
+        server.stop()
+
+
 def test_bad_column_fails_and_leaves_nothing(stack, spark, database):
     target = f"{database}.broken"
     dag = make_dag("bad_column", retries=2, target_table=target, sql="SELECT id, no_such_column FROM range(10)")
