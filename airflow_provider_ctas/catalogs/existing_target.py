@@ -9,9 +9,9 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import TYPE_CHECKING, Any, Protocol
 
-from airflow_provider_ctas.catalogs.table_modes import Mode
 from airflow_provider_ctas.core import markers
 from airflow_provider_ctas.core.errors import PublishError, TargetExistsError
+from airflow_provider_ctas.core.modes import Mode
 from airflow_provider_ctas.core.transaction import Outcome
 
 if TYPE_CHECKING:

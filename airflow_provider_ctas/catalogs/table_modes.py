@@ -6,33 +6,14 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 from dataclasses import dataclass, field
-from enum import StrEnum
 from typing import Any, ClassVar
 
 from airflow_provider_ctas.catalogs.strategy import RequestSpec
 from airflow_provider_ctas.core import markers
 from airflow_provider_ctas.core.errors import CorruptStateError, InvalidInputError
 from airflow_provider_ctas.core.identifiers import TableRef, validate_columns, validate_table_properties
+from airflow_provider_ctas.core.modes import Mode, parse_mode
 from airflow_provider_ctas.core.transaction import TwoPhaseTable, _exact_fields
-
-
-class Mode(StrEnum):
-    CREATE = "create"
-    CREATE_IF_NOT_EXISTS = "create_if_not_exists"
-    REPLACE = "replace"
-    OVERWRITE_PARTITIONS = "overwrite_partitions"
-
-
-def validate_mode(mode: object, format_name: str, *, partitions: bool = False) -> Mode:
-    if mode == Mode.OVERWRITE_PARTITIONS and not partitions:
-        raise InvalidInputError(
-            f"mode 'overwrite_partitions' is not supported for {format_name} tables yet; use mode 'replace' "
-            "(the whole table, published atomically) or a session-catalog table format"
-        )
-    served = [m for m in Mode if partitions or m is not Mode.OVERWRITE_PARTITIONS]
-    if not isinstance(mode, str) or mode not in served:
-        raise InvalidInputError(f"mode {mode!r} is not supported for {format_name}; use one of: {', '.join(served)}")
-    return Mode(mode)
 
 
 @dataclass(kw_only=True)
@@ -47,11 +28,12 @@ class WholeTable(TwoPhaseTable):
     """Whether the format's strategy serves ``overwrite_partitions``."""
 
     @classmethod
-    def validate_mode(cls, mode: object, partition_by: tuple[str, ...]) -> Mode:
-        valid = validate_mode(mode, cls.format_name, partitions=cls.overwrites_partitions)
-        if valid is Mode.OVERWRITE_PARTITIONS and not partition_by:
-            raise InvalidInputError("mode 'overwrite_partitions' needs partition_by (the partitions it overwrites)")
-        return valid
+    def served_modes(cls) -> tuple[Mode, ...]:
+        return tuple(m for m in Mode if cls.overwrites_partitions or m is not Mode.OVERWRITE_PARTITIONS)
+
+    @classmethod
+    def validate_mode(cls, mode: object, partition_by: tuple[str, ...] | None = None) -> Mode:
+        return parse_mode(mode, served=cls.served_modes(), format_name=cls.format_name, partition_by=partition_by)
 
     @classmethod
     def from_request(cls, spec: RequestSpec) -> TwoPhaseTable:
@@ -72,7 +54,7 @@ class WholeTable(TwoPhaseTable):
     def check_options(cls, mode: str, table_format: str, superseded_retention: object) -> None:
         """The strategy's DAG-parse-time checks. A replaced version stays readable through the
         format's own history (snapshots, time travel); superseded_retention is for session-catalog tables."""
-        validate_mode(mode, cls.format_name, partitions=cls.overwrites_partitions)
+        cls.validate_mode(mode)
         if not isinstance(table_format, str) or table_format.lower() != cls.table_format:
             raise InvalidInputError(f"table_format {table_format!r} is not served by the {cls.format_name} strategy")
 

@@ -30,6 +30,7 @@ from urllib.parse import urlsplit
 from airflow.providers.common.compat.assets import Asset, AssetAlias
 
 from airflow_provider_ctas.core.identifiers import TableRef
+from airflow_provider_ctas.core.modes import Mode
 from airflow_provider_ctas.core.transaction import Outcome, TwoPhaseTable
 
 if TYPE_CHECKING:
@@ -41,8 +42,7 @@ log = logging.getLogger(__name__)
 SCHEME = "hive"
 DEFAULT_METASTORE_PORT = 9083
 EMBEDDED = "embedded"
-# Modes in which a successful task always published (or found its own earlier publish).
-ALWAYS_PUBLISHING_MODES = frozenset({"create", "replace", "overwrite_partitions"})
+ALWAYS_PUBLISHING_MODES = frozenset(mode.value for mode in Mode if mode.always_publishes)
 
 
 class NonCanonicalAssetUriWarning(UserWarning):

@@ -37,6 +37,7 @@ from airflow_provider_ctas.core.identifiers import (
     validate_columns,
     validate_table_properties,
 )
+from airflow_provider_ctas.core.modes import parse_mode
 from airflow_provider_ctas.core.transaction import (
     Outcome,
     TransactionKey,
@@ -256,8 +257,8 @@ class AtomicCtasOperator(CtasLineageMixin, BaseOperator):
         target = None if _is_templated(target_table) else strategy.validate_target(target_table)
         if not _is_templated(partition_by):
             validate_columns(self.partition_by, "partition_by")
-            if self.mode == "overwrite_partitions" and not self.partition_by:
-                raise InvalidInputError("mode 'overwrite_partitions' needs partition_by (the partitions it overwrites)")
+            if not _is_templated(mode):
+                parse_mode(mode, partition_by=self.partition_by or ())
         if not _is_templated(table_properties) and not _has_templates(table_properties):
             validate_table_properties(table_properties)
         validate_checks(self.checks)  # templated SQL is checked again, rendered, before any Spark work

@@ -19,9 +19,9 @@ from airflow_provider_ctas.catalogs.session_catalog.plan import (
     shape_differences,
     unescape_path_name,
 )
-from airflow_provider_ctas.catalogs.session_catalog.table import Mode
 from airflow_provider_ctas.core import markers
 from airflow_provider_ctas.core.errors import CorruptStateError, PublishError, QueryError, UnsupportedTargetError
+from airflow_provider_ctas.core.modes import Mode
 from airflow_provider_ctas.core.transaction import Outcome
 
 NEW = (("id", "bigint"), ("name", "string"))

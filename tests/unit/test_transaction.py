@@ -7,7 +7,7 @@ from typing import Any
 import pytest
 
 from airflow_provider_ctas.catalogs import create_two_phase_table, load_two_phase_table
-from airflow_provider_ctas.catalogs.session_catalog.table import Mode, SessionCatalogTable
+from airflow_provider_ctas.catalogs.session_catalog.table import SessionCatalogTable
 from airflow_provider_ctas.core.errors import (
     AtomicityNotSupportedError,
     CorruptStateError,
@@ -15,6 +15,7 @@ from airflow_provider_ctas.core.errors import (
     InvalidInputError,
     InvalidTransitionError,
 )
+from airflow_provider_ctas.core.modes import Mode
 from airflow_provider_ctas.core.transaction import SCHEMA_VERSION, Outcome, TransactionKey, TxnState
 
 KEY = TransactionKey("dag", "task", "manual__2024-01-01T00:00:00+00:00", -1)

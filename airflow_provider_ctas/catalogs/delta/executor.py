@@ -32,7 +32,6 @@ from airflow_provider_ctas.catalogs.provenance import new_table_properties, try_
 from airflow_provider_ctas.catalogs.query import as_subquery
 from airflow_provider_ctas.catalogs.session_catalog import ownership
 from airflow_provider_ctas.catalogs.session_catalog.catalog import CatalogClient, TableInfo, now_iso
-from airflow_provider_ctas.catalogs.table_modes import Mode
 from airflow_provider_ctas.core import markers
 from airflow_provider_ctas.core.errors import (
     CorruptStateError,
@@ -43,6 +42,7 @@ from airflow_provider_ctas.core.errors import (
     UnsupportedTargetError,
 )
 from airflow_provider_ctas.core.identifiers import TableRef
+from airflow_provider_ctas.core.modes import Mode
 from airflow_provider_ctas.core.transaction import Outcome
 from airflow_provider_ctas.spark.ddl import create_table_sql
 from airflow_provider_ctas.spark.engine import is_connect

@@ -35,7 +35,6 @@ from airflow_provider_ctas.catalogs.phase_executor import PhaseExecutor
 from airflow_provider_ctas.catalogs.provenance import new_table_properties, try_markers
 from airflow_provider_ctas.catalogs.query import as_subquery
 from airflow_provider_ctas.catalogs.session_catalog.catalog import now_iso
-from airflow_provider_ctas.catalogs.table_modes import Mode
 from airflow_provider_ctas.core import markers
 from airflow_provider_ctas.core.errors import (
     DatabaseNotFoundError,
@@ -46,6 +45,7 @@ from airflow_provider_ctas.core.errors import (
     UnsupportedTargetError,
 )
 from airflow_provider_ctas.core.identifiers import quote
+from airflow_provider_ctas.core.modes import Mode
 from airflow_provider_ctas.core.transaction import Outcome
 from airflow_provider_ctas.spark.ddl import create_table_sql
 from airflow_provider_ctas.spark.errors import first_line

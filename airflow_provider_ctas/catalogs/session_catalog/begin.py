@@ -20,7 +20,6 @@ from airflow_provider_ctas.catalogs.session_catalog.plan import (
     on_object_store,
 )
 from airflow_provider_ctas.catalogs.session_catalog.publish.rename import target_appeared
-from airflow_provider_ctas.catalogs.session_catalog.table import Mode
 from airflow_provider_ctas.core import markers
 from airflow_provider_ctas.core.errors import (
     DatabaseNotFoundError,
@@ -29,6 +28,7 @@ from airflow_provider_ctas.core.errors import (
     TargetExistsError,
     UnsupportedTargetError,
 )
+from airflow_provider_ctas.core.modes import Mode
 from airflow_provider_ctas.core.transaction import Outcome
 from airflow_provider_ctas.spark.ddl import create_table_sql
 from airflow_provider_ctas.spark.protocol import PhaseReport, Reached

@@ -31,11 +31,12 @@ from airflow_provider_ctas.catalogs.session_catalog.publish.fence import require
 from airflow_provider_ctas.catalogs.session_catalog.publish.partitions import release_managed_staging
 from airflow_provider_ctas.catalogs.session_catalog.publish.rename import TargetCreatedMeanwhile
 from airflow_provider_ctas.catalogs.session_catalog.publish.request import Publication
-from airflow_provider_ctas.catalogs.session_catalog.table import Mode, SessionCatalogTable
+from airflow_provider_ctas.catalogs.session_catalog.table import SessionCatalogTable
 from airflow_provider_ctas.core import markers
 from airflow_provider_ctas.core.checks import CheckResult, checks_from_wire, summary
 from airflow_provider_ctas.core.errors import InvalidInputError
 from airflow_provider_ctas.core.identifiers import quote
+from airflow_provider_ctas.core.modes import Mode
 from airflow_provider_ctas.core.transaction import Outcome
 from airflow_provider_ctas.spark.errors import first_line
 from airflow_provider_ctas.spark.protocol import PhaseReport, PhaseRequest, Reached

@@ -13,8 +13,8 @@ from dataclasses import dataclass
 from enum import StrEnum
 from typing import Any, Protocol
 
-from airflow_provider_ctas.catalogs.session_catalog.table import Mode
 from airflow_provider_ctas.core.errors import CorruptStateError, PublishError, QueryError, UnsupportedTargetError
+from airflow_provider_ctas.core.modes import Mode
 from airflow_provider_ctas.core.transaction import Outcome
 
 Column = tuple[str, str]

@@ -12,20 +12,18 @@ from urllib.parse import urlparse
 from airflow_provider_ctas.catalogs.session_catalog.table import (
     DEFAULT_RETENTION_SECONDS,
     FILE_FORMATS,
-    Mode,
     SessionCatalogTable,
     validate_format,
-    validate_mode,
     validate_retention,
 )
 from airflow_provider_ctas.catalogs.strategy import RequestSpec, Strategy
-from airflow_provider_ctas.core.errors import InvalidInputError
 from airflow_provider_ctas.core.identifiers import (
     SESSION_CATALOG,
     validate_columns,
     validate_table_properties,
     validate_target,
 )
+from airflow_provider_ctas.core.modes import parse_mode
 from airflow_provider_ctas.core.transaction import TwoPhaseTable
 
 if TYPE_CHECKING:
@@ -35,10 +33,8 @@ METASTORE_URIS = "spark.hadoop.hive.metastore.uris"
 
 
 def _validate(spec: RequestSpec) -> TwoPhaseTable:
-    mode = validate_mode(spec.mode)
     columns = validate_columns(spec.partition_by, "partition_by")
-    if mode is Mode.OVERWRITE_PARTITIONS and not columns:
-        raise InvalidInputError("mode 'overwrite_partitions' needs partition_by (the partitions it overwrites)")
+    mode = parse_mode(spec.mode, partition_by=columns)
     retention = DEFAULT_RETENTION_SECONDS if spec.superseded_retention is None else spec.superseded_retention
     return SessionCatalogTable(
         key=spec.key,
@@ -54,7 +50,7 @@ def _validate(spec: RequestSpec) -> TwoPhaseTable:
 
 
 def _check_options(mode: str, table_format: str, superseded_retention: object) -> None:
-    validate_mode(mode)
+    parse_mode(mode)
     validate_format(table_format)
     validate_retention(superseded_retention)
 

@@ -13,7 +13,6 @@ from __future__ import annotations
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from datetime import timedelta
-from enum import StrEnum
 from typing import Any
 
 from airflow_provider_ctas.core import markers
@@ -23,16 +22,8 @@ from airflow_provider_ctas.core.identifiers import (
     validate_columns,
     validate_table_properties,
 )
+from airflow_provider_ctas.core.modes import Mode, parse_mode
 from airflow_provider_ctas.core.transaction import TwoPhaseTable, _exact_fields, register_kind
-
-
-class Mode(StrEnum):
-    CREATE = "create"
-    CREATE_IF_NOT_EXISTS = "create_if_not_exists"
-    REPLACE = "replace"
-    OVERWRITE_PARTITIONS = "overwrite_partitions"
-    """(Re)build the partitions the query produces inside a partitioned table, each atomically."""
-
 
 # Data sources Spark's session catalog writes as plain files. Avro needs the spark-avro jar on the
 # cluster; without it Spark reports a missing data source while staging is created (before any job).
@@ -49,13 +40,6 @@ def validate_retention(value: object) -> int:
             f"superseded_retention must be a timedelta or a number of seconds from 0 to 366 days, got {value!r}"
         )
     return int(seconds)
-
-
-def validate_mode(mode: object) -> Mode:
-    if not isinstance(mode, str) or mode not in Mode._value2member_map_:
-        allowed = ", ".join(m.value for m in Mode)
-        raise InvalidInputError(f"mode {mode!r} is not supported; use one of: {allowed}")
-    return Mode(mode)
 
 
 def validate_format(table_format: object) -> str:
@@ -105,7 +89,7 @@ class SessionCatalogTable(TwoPhaseTable):
             raise CorruptStateError("spec.allow_swap must be a boolean")
         try:
             return {
-                "mode": validate_mode(spec["mode"]),
+                "mode": parse_mode(spec["mode"]),
                 "table_format": validate_format(spec["table_format"]),
                 "partition_by": validate_columns(spec["partition_by"], "partition_by"),
                 "table_properties": validate_table_properties(spec["table_properties"]),

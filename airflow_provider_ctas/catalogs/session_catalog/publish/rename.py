@@ -9,8 +9,8 @@ from airflow_provider_ctas.catalogs.session_catalog import ownership
 from airflow_provider_ctas.catalogs.session_catalog.context import RunContext
 from airflow_provider_ctas.catalogs.session_catalog.plan import Publish, partition_names
 from airflow_provider_ctas.catalogs.session_catalog.publish.request import Publication
-from airflow_provider_ctas.catalogs.session_catalog.table import Mode
 from airflow_provider_ctas.core.errors import LeftoverError, PublishError, TargetExistsError
+from airflow_provider_ctas.core.modes import Mode
 from airflow_provider_ctas.core.transaction import Outcome
 from airflow_provider_ctas.spark.errors import error_condition, first_line
 from airflow_provider_ctas.spark.protocol import PhaseReport
