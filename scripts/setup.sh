@@ -18,7 +18,8 @@ fi
 # The lock file pins every package CI tested; --frozen refuses to change it. --compile-bytecode:
 # without .pyc files (uv writes none by default; PYTHONDONTWRITEBYTECODE stops Python writing them),
 # every Airflow process compiled ~2,000 modules from source, ~6 s of CPU each time.
-UV_PYTHON_DOWNLOADS=never python3 -m uv sync --frozen --python python3.11 --quiet --compile-bytecode
+# --group docs: mkdocs-material, for the documentation site the test command builds.
+UV_PYTHON_DOWNLOADS=never python3 -m uv sync --frozen --python python3.11 --group docs --quiet --compile-bytecode
 echo "setup: .venv ready ($(.venv/bin/python -c 'import airflow, pyspark; print("airflow", airflow.__version__, "pyspark", pyspark.__version__)'))"
 if grep -qvE '^[[:space:]]*(#|$)' scripts/jars.lock && ! command -v mvn >/dev/null 2>&1; then
   echo "setup: installing Maven (fetches the jars of scripts/jars.lock)"
