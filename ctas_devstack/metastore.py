@@ -7,6 +7,10 @@ wheel, bound to 127.0.0.1, backed by an embedded Derby database under ``root``.
 
     python -m ctas_devstack.metastore start --root .ctas-local/hms --port 9083
     python -m ctas_devstack.metastore stop --root .ctas-local/hms
+
+With ``--s3-endpoint`` (a ``python -m ctas_devstack.s3`` server) the service gets the S3A jars and
+settings it needs to create, move and delete tables' directories on ``s3a://``, and the Spark conf
+written with ``--spark-conf-dir`` gets them too.
 """
 
 from __future__ import annotations
@@ -184,6 +188,12 @@ def stop_pid_files(pid_files: list[Path], grace: float = 10) -> None:
         pid_file.unlink(missing_ok=True)
 
 
+def _s3(endpoint: str) -> tuple[list[str], dict[str, str]]:
+    from ctas_devstack.s3 import hadoop_conf_for, s3_jars
+
+    return s3_jars(), hadoop_conf_for(endpoint)
+
+
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument(
@@ -194,6 +204,11 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--root", type=Path, default=Path(".ctas-local/hms"))
     parser.add_argument("--port", type=int, default=9083)
     parser.add_argument("--spark-conf-dir", type=Path, help="also write a spark-defaults.conf using it here")
+    parser.add_argument(
+        "--s3-endpoint",
+        help="an S3 server of ctas_devstack.s3 (e.g. http://127.0.0.1:9000): the S3A jars and settings for "
+        "tables on s3a://, for the service and in the Spark conf",
+    )
     args = parser.parse_args(argv)
     if args.action == "embedded":
         if not args.spark_conf_dir:
@@ -201,13 +216,16 @@ def main(argv: list[str] | None = None) -> int:
         write_spark_conf_dir(args.spark_conf_dir, embedded_derby_conf(args.root))
         print(f"Spark conf for the embedded Derby metastore under {args.root.resolve()} in {args.spark_conf_dir}")
         return 0
-    metastore = HiveMetastore(args.root, args.port)
+    jars, hadoop_conf = _s3(args.s3_endpoint) if args.action == "start" and args.s3_endpoint else ([], {})
+    metastore = HiveMetastore(args.root, args.port, extra_jars=jars, hadoop_conf=hadoop_conf)
     if args.action == "stop":
         metastore.stop()
         return 0
     metastore.start()
     if args.spark_conf_dir:
-        write_spark_conf_dir(args.spark_conf_dir, metastore.spark_conf())
+        s3_conf = {f"spark.hadoop.{key}": value for key, value in hadoop_conf.items()}
+        jars_conf = {"spark.jars": ",".join(jars)} if jars else {}
+        write_spark_conf_dir(args.spark_conf_dir, {**metastore.spark_conf(), **s3_conf, **jars_conf})
     print(f"Hive Metastore listening on {metastore.uri}; warehouse {metastore.warehouse}")
     return 0
 

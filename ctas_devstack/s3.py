@@ -47,6 +47,20 @@ def s3_jars() -> list[str]:
     return done.stdout.strip().split(",")
 
 
+def hadoop_conf_for(endpoint: str) -> dict[str, str]:
+    """``fs.s3a.*`` settings for a server of this module at ``endpoint`` (its fixed credentials)."""
+    return {
+        "fs.s3a.endpoint": endpoint,
+        "fs.s3a.endpoint.region": "us-east-1",
+        "fs.s3a.path.style.access": "true",
+        "fs.s3a.connection.ssl.enabled": "false",
+        "fs.s3a.access.key": ACCESS_KEY,
+        "fs.s3a.secret.key": SECRET_KEY,
+        "fs.s3a.aws.credentials.provider": "org.apache.hadoop.fs.s3a.SimpleAWSCredentialsProvider",
+        "fs.s3a.change.detection.version.required": "false",
+    }
+
+
 class S3Server:
     def __init__(self, root: Path, port: int | None = None) -> None:
         self.root = root.resolve()
@@ -88,16 +102,7 @@ class S3Server:
 
     def hadoop_conf(self) -> dict[str, str]:
         """``fs.s3a.*`` settings for this server (prefix them with ``spark.hadoop.`` for Spark)."""
-        return {
-            "fs.s3a.endpoint": self.endpoint,
-            "fs.s3a.endpoint.region": "us-east-1",
-            "fs.s3a.path.style.access": "true",
-            "fs.s3a.connection.ssl.enabled": "false",
-            "fs.s3a.access.key": ACCESS_KEY,
-            "fs.s3a.secret.key": SECRET_KEY,
-            "fs.s3a.aws.credentials.provider": "org.apache.hadoop.fs.s3a.SimpleAWSCredentialsProvider",
-            "fs.s3a.change.detection.version.required": "false",
-        }
+        return hadoop_conf_for(self.endpoint)
 
     def client(self) -> Any:
         import boto3
