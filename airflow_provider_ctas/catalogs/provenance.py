@@ -7,7 +7,7 @@ from collections.abc import Mapping
 from typing import Protocol
 
 from airflow_provider_ctas import __version__
-from airflow_provider_ctas.catalogs.session_catalog.catalog import now_iso
+from airflow_provider_ctas.catalogs.metastore.catalog import now_iso
 
 
 class MarkedTable(Protocol):

@@ -17,7 +17,7 @@ import pytest
 
 from airflow_provider_ctas.catalogs.delta.executor import check_delta_catalog
 from airflow_provider_ctas.catalogs.delta.strategy import DELTA_CATALOG_CLASS
-from airflow_provider_ctas.catalogs.session_catalog.catalog import now_iso
+from airflow_provider_ctas.catalogs.metastore.catalog import now_iso
 from airflow_provider_ctas.core import markers
 from airflow_provider_ctas.core.errors import InvalidInputError
 from airflow_provider_ctas.core.transaction import TransactionKey

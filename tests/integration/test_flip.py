@@ -12,7 +12,7 @@ from pathlib import Path
 
 import pytest
 
-from airflow_provider_ctas.catalogs.session_catalog.catalog import CatalogClient
+from airflow_provider_ctas.catalogs.metastore.catalog import CatalogClient
 from airflow_provider_ctas.catalogs.session_catalog.executor import SessionCatalogExecutor
 from airflow_provider_ctas.core import markers
 from airflow_provider_ctas.core.errors import FencedError

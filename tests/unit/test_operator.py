@@ -207,7 +207,7 @@ def test_a_failed_audit_retries_only_when_the_task_asks(retry):
 
 
 def test_lineage_names_the_metastore_the_driver_reported_using(monkeypatch, tmp_path):
-    from airflow_provider_ctas.catalogs.session_catalog.strategy import metastore_namespace
+    from airflow_provider_ctas.catalogs.metastore.namespace import metastore_namespace
 
     (tmp_path / "spark-defaults.conf").write_text("spark.hadoop.hive.metastore.uris thrift://from-file:9083\n")
     monkeypatch.setenv("SPARK_CONF_DIR", str(tmp_path))

@@ -7,7 +7,7 @@ from dataclasses import dataclass, field
 
 import pytest
 
-from airflow_provider_ctas.catalogs.session_catalog import ownership
+from airflow_provider_ctas.catalogs.metastore import ownership
 from airflow_provider_ctas.catalogs.session_catalog.plan import (
     Plan,
     Publish,

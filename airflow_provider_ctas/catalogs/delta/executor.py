@@ -27,11 +27,11 @@ from airflow_provider_ctas.catalogs.delta import log as delta_log
 from airflow_provider_ctas.catalogs.delta.strategy import DELTA_CATALOG_CLASS
 from airflow_provider_ctas.catalogs.delta.table import FORMAT, DeltaTable, write_version
 from airflow_provider_ctas.catalogs.existing_target import after_lost_race, nothing_to_do
+from airflow_provider_ctas.catalogs.metastore import ownership
+from airflow_provider_ctas.catalogs.metastore.catalog import CatalogClient, TableInfo, now_iso
 from airflow_provider_ctas.catalogs.phase_executor import PhaseExecutor
 from airflow_provider_ctas.catalogs.provenance import new_table_properties, try_markers
 from airflow_provider_ctas.catalogs.query import as_subquery
-from airflow_provider_ctas.catalogs.session_catalog import ownership
-from airflow_provider_ctas.catalogs.session_catalog.catalog import CatalogClient, TableInfo, now_iso
 from airflow_provider_ctas.core import markers
 from airflow_provider_ctas.core.errors import (
     CorruptStateError,

@@ -5,7 +5,7 @@ from __future__ import annotations
 from typing import TYPE_CHECKING
 
 from airflow_provider_ctas.catalogs.delta.table import FORMAT, DeltaTable
-from airflow_provider_ctas.catalogs.session_catalog.strategy import metastore_namespace
+from airflow_provider_ctas.catalogs.metastore.namespace import metastore_namespace
 from airflow_provider_ctas.catalogs.strategy import Strategy
 
 if TYPE_CHECKING:

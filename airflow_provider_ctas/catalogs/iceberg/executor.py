@@ -31,10 +31,10 @@ from airflow_provider_ctas.catalogs.iceberg import metadata as md
 from airflow_provider_ctas.catalogs.iceberg.metadata import IcebergCatalog
 from airflow_provider_ctas.catalogs.iceberg.rebase import partition_names, rebase
 from airflow_provider_ctas.catalogs.iceberg.table import IcebergTable, begun_key, branch_try, fence_key
+from airflow_provider_ctas.catalogs.metastore.catalog import now_iso
 from airflow_provider_ctas.catalogs.phase_executor import PhaseExecutor
 from airflow_provider_ctas.catalogs.provenance import new_table_properties, try_markers
 from airflow_provider_ctas.catalogs.query import as_subquery
-from airflow_provider_ctas.catalogs.session_catalog.catalog import now_iso
 from airflow_provider_ctas.core import markers
 from airflow_provider_ctas.core.errors import (
     DatabaseNotFoundError,

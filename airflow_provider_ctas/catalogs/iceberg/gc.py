@@ -18,7 +18,7 @@ from airflow_provider_ctas.catalogs.gc_ledger import GcLedger, GcParams
 from airflow_provider_ctas.catalogs.iceberg import metadata as md
 from airflow_provider_ctas.catalogs.iceberg.metadata import IcebergCatalog
 from airflow_provider_ctas.catalogs.iceberg.table import BRANCH_PREFIX, FENCE_PREFIX, begun_key, branch_try, fence_key
-from airflow_provider_ctas.catalogs.session_catalog import ownership
+from airflow_provider_ctas.catalogs.metastore import ownership
 from airflow_provider_ctas.core import markers
 from airflow_provider_ctas.core.identifiers import TableRef, validate_name
 

@@ -6,7 +6,7 @@ from collections.abc import Mapping
 from typing import TYPE_CHECKING, Any
 
 from airflow_provider_ctas.catalogs.iceberg.table import FORMAT, IcebergTable
-from airflow_provider_ctas.catalogs.session_catalog.strategy import METASTORE_URIS, metastore_namespace
+from airflow_provider_ctas.catalogs.metastore.namespace import METASTORE_URIS, metastore_namespace
 from airflow_provider_ctas.catalogs.strategy import Strategy
 
 if TYPE_CHECKING:

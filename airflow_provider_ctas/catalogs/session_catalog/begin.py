@@ -8,9 +8,10 @@ from dataclasses import replace
 from typing import TYPE_CHECKING
 
 from airflow_provider_ctas.catalogs.analysis import analyse_query, describe_schema
+from airflow_provider_ctas.catalogs.metastore import ownership
+from airflow_provider_ctas.catalogs.metastore.catalog import TableInfo, now_iso
 from airflow_provider_ctas.catalogs.provenance import new_table_properties
-from airflow_provider_ctas.catalogs.session_catalog import ownership, recovery
-from airflow_provider_ctas.catalogs.session_catalog.catalog import TableInfo, now_iso
+from airflow_provider_ctas.catalogs.session_catalog import recovery
 from airflow_provider_ctas.catalogs.session_catalog.context import RunContext
 from airflow_provider_ctas.catalogs.session_catalog.plan import (
     Plan,

@@ -7,8 +7,8 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
+from airflow_provider_ctas.catalogs.metastore.catalog import CatalogClient, TableInfo
 from airflow_provider_ctas.catalogs.progress import Progress
-from airflow_provider_ctas.catalogs.session_catalog.catalog import CatalogClient, TableInfo
 from airflow_provider_ctas.catalogs.session_catalog.table import SessionCatalogTable
 from airflow_provider_ctas.core import faults, markers
 from airflow_provider_ctas.spark.errors import first_line

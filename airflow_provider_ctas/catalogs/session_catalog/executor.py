@@ -20,10 +20,10 @@ from dataclasses import replace
 from typing import TYPE_CHECKING, Any
 
 from airflow_provider_ctas.catalogs.audit import Auditor, AuditTarget, raise_if_failed, results_to_details, run_audit
+from airflow_provider_ctas.catalogs.metastore.catalog import CatalogClient, now_iso
 from airflow_provider_ctas.catalogs.query import as_subquery
 from airflow_provider_ctas.catalogs.session_catalog import recovery
 from airflow_provider_ctas.catalogs.session_catalog.begin import begin
-from airflow_provider_ctas.catalogs.session_catalog.catalog import CatalogClient, now_iso
 from airflow_provider_ctas.catalogs.session_catalog.context import RunContext
 from airflow_provider_ctas.catalogs.session_catalog.plan import Plan, Publish, partition_directories
 from airflow_provider_ctas.catalogs.session_catalog.publish import PUBLISHERS

@@ -13,8 +13,8 @@ from typing import TYPE_CHECKING, Any
 
 from airflow_provider_ctas.catalogs.delta import log as delta_log
 from airflow_provider_ctas.catalogs.gc_ledger import GcLedger, GcParams
-from airflow_provider_ctas.catalogs.session_catalog import ownership
-from airflow_provider_ctas.catalogs.session_catalog.catalog import CatalogClient, TableInfo
+from airflow_provider_ctas.catalogs.metastore import ownership
+from airflow_provider_ctas.catalogs.metastore.catalog import CatalogClient, TableInfo
 from airflow_provider_ctas.catalogs.session_catalog.plan import on_object_store
 from airflow_provider_ctas.core import markers
 from airflow_provider_ctas.core.errors import InvalidInputError

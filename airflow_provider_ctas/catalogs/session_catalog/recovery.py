@@ -9,8 +9,9 @@ from __future__ import annotations
 import dataclasses
 from collections.abc import Iterator
 
-from airflow_provider_ctas.catalogs.session_catalog import ownership, retention
-from airflow_provider_ctas.catalogs.session_catalog.catalog import TableInfo
+from airflow_provider_ctas.catalogs.metastore import ownership
+from airflow_provider_ctas.catalogs.metastore.catalog import TableInfo
+from airflow_provider_ctas.catalogs.session_catalog import retention
 from airflow_provider_ctas.catalogs.session_catalog.context import RunContext
 from airflow_provider_ctas.core import markers
 from airflow_provider_ctas.core.errors import PublishError

@@ -7,7 +7,7 @@ dropping it, and staging that is only a directory by marking its marker revoked.
 
 from __future__ import annotations
 
-from airflow_provider_ctas.catalogs.session_catalog import ownership
+from airflow_provider_ctas.catalogs.metastore import ownership
 from airflow_provider_ctas.catalogs.session_catalog.context import RunContext
 from airflow_provider_ctas.core.errors import FencedError
 from airflow_provider_ctas.core.identifiers import TableRef

@@ -9,8 +9,9 @@ from __future__ import annotations
 
 import time
 
+from airflow_provider_ctas.catalogs.metastore import ownership
 from airflow_provider_ctas.catalogs.provenance import new_table_properties
-from airflow_provider_ctas.catalogs.session_catalog import ownership, retention
+from airflow_provider_ctas.catalogs.session_catalog import retention
 from airflow_provider_ctas.catalogs.session_catalog.context import RunContext
 from airflow_provider_ctas.catalogs.session_catalog.plan import Publish, shape_differences
 from airflow_provider_ctas.catalogs.session_catalog.publish.fence import revoked, still_own_staging

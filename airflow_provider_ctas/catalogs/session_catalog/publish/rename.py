@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import time
 
-from airflow_provider_ctas.catalogs.session_catalog import ownership
+from airflow_provider_ctas.catalogs.metastore import ownership
 from airflow_provider_ctas.catalogs.session_catalog.context import RunContext
 from airflow_provider_ctas.catalogs.session_catalog.plan import Publish, partition_names
 from airflow_provider_ctas.catalogs.session_catalog.publish.request import Publication

@@ -5,7 +5,7 @@ from __future__ import annotations
 from collections.abc import Mapping
 from dataclasses import dataclass
 
-from airflow_provider_ctas.catalogs.session_catalog.catalog import TableInfo
+from airflow_provider_ctas.catalogs.metastore.catalog import TableInfo
 from airflow_provider_ctas.catalogs.session_catalog.plan import Plan
 from airflow_provider_ctas.core.identifiers import TableRef
 from airflow_provider_ctas.spark.protocol import PhaseReport

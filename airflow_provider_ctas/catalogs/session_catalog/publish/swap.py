@@ -14,8 +14,8 @@ from __future__ import annotations
 
 import time
 
-from airflow_provider_ctas.catalogs.session_catalog import ownership
-from airflow_provider_ctas.catalogs.session_catalog.catalog import now_iso
+from airflow_provider_ctas.catalogs.metastore import ownership
+from airflow_provider_ctas.catalogs.metastore.catalog import now_iso
 from airflow_provider_ctas.catalogs.session_catalog.context import RunContext
 from airflow_provider_ctas.catalogs.session_catalog.plan import Publish
 from airflow_provider_ctas.catalogs.session_catalog.publish.rename import publish_by_rename
