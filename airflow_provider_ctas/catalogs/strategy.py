@@ -9,7 +9,7 @@ pyspark), from code, never from a name in the data.
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterable, Mapping
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, Protocol
 
@@ -42,9 +42,25 @@ class Executor(Protocol):
     def spark_jobs(self) -> int | None: ...
 
 
+@dataclass(frozen=True)
+class StagingReader:
+    """How a strategy's staging directory that has no catalog entry (its task died between writing
+    it and registering it) shows its ownership markers."""
+
+    name: str
+    """How GC names such staging ("Delta")."""
+    read: Callable[[Any, str], dict[str, str] | None]
+    """(filesystem, location): the markers, or None when the directory is not such staging."""
+
+
 class DriverSide(Protocol):
     def executor(self, spark: SparkSession, table: TwoPhaseTable, request: PhaseRequest, log: Reporter) -> Executor: ...
-    def gc(self, spark: SparkSession, settings: Mapping[str, Any], log: Reporter) -> dict[str, Any]: ...
+    def gc(
+        self, spark: SparkSession, settings: Mapping[str, Any], log: Reporter, staging_readers: Sequence[StagingReader]
+    ) -> dict[str, Any]:
+        """One GC pass; ``staging_readers``: every strategy's, so a pass over a database recognises
+        staging that other strategies write into it (the registry hands them over)."""
+        ...
 
 
 @dataclass(frozen=True)
@@ -80,3 +96,5 @@ class Strategy:
     writes; what the driver reported it used, once it ran, else what the conf says."""
     audits: bool = True
     """Whether ``checks=`` are evaluated on the staged version before the publish."""
+    staging_reader: StagingReader | None = None
+    """For a strategy whose staging can exist as a bare directory in a session-catalog database."""

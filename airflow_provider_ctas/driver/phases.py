@@ -11,7 +11,7 @@ import time
 from datetime import UTC, datetime
 from typing import TYPE_CHECKING
 
-from airflow_provider_ctas.catalogs import load_two_phase_table, strategy_of_kind
+from airflow_provider_ctas.catalogs import STRATEGIES, load_two_phase_table, strategy_of_kind
 from airflow_provider_ctas.catalogs.session_catalog.table import SessionCatalogTable
 from airflow_provider_ctas.core.errors import CoordinatorLostError
 from airflow_provider_ctas.core.transaction import TwoPhaseTable
@@ -33,7 +33,8 @@ def run_gc(spark: SparkSession, request: PhaseRequest, log: Reporter) -> PhaseRe
     started = time.monotonic()
     settings = dict(request.gc or {})
     kind = str(settings.pop("kind", DEFAULT_GC_KIND))
-    report = strategy_of_kind(kind).driver().gc(spark, settings, log)
+    readers = [strategy.staging_reader for strategy in STRATEGIES if strategy.staging_reader is not None]
+    report = strategy_of_kind(kind).driver().gc(spark, settings, log, readers)
     seconds = round(time.monotonic() - started, 3)
     log.info(f"gc: done in {seconds:.2f}s: {report['summary']}")
     return PhaseResult(ok=True, reached=Reached.GC, details=report, phases=[PhaseReport("gc", "ok", seconds)])

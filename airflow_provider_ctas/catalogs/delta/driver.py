@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from typing import TYPE_CHECKING, Any
 
 from airflow_provider_ctas.catalogs.delta.executor import DeltaExecutor
@@ -12,6 +12,7 @@ from airflow_provider_ctas.core.errors import CorruptStateError, InvalidInputErr
 if TYPE_CHECKING:
     from pyspark.sql import SparkSession
 
+    from airflow_provider_ctas.catalogs.strategy import StagingReader
     from airflow_provider_ctas.core.transaction import TwoPhaseTable
     from airflow_provider_ctas.spark.engine import Reporter
     from airflow_provider_ctas.spark.protocol import PhaseRequest
@@ -25,7 +26,9 @@ class DeltaDriver:
             raise CorruptStateError(f"the Delta strategy cannot run a {table.kind!r} table")
         return DeltaExecutor(spark, table, request, log)
 
-    def gc(self, spark: SparkSession, settings: Mapping[str, Any], log: Reporter) -> dict[str, Any]:
+    def gc(
+        self, spark: SparkSession, settings: Mapping[str, Any], log: Reporter, staging_readers: Sequence[StagingReader]
+    ) -> dict[str, Any]:
         raise InvalidInputError(
             "Delta tables live in the session catalog: run airflow-ctas-gc without --catalog and with Delta's "
             "catalog settings in --conf (it drops a killed try's marked staging table); files of a replace that "

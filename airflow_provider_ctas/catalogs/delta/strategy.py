@@ -4,9 +4,10 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING
 
+from airflow_provider_ctas.catalogs.delta import log
 from airflow_provider_ctas.catalogs.delta.table import FORMAT, DeltaTable
 from airflow_provider_ctas.catalogs.metastore.namespace import metastore_namespace
-from airflow_provider_ctas.catalogs.strategy import Strategy
+from airflow_provider_ctas.catalogs.strategy import StagingReader, Strategy
 
 if TYPE_CHECKING:
     from airflow_provider_ctas.catalogs.strategy import DriverSide
@@ -30,4 +31,6 @@ STRATEGY = Strategy(
     driver=_driver,
     lineage_namespace=metastore_namespace,
     audits=False,  # replace and partition overwrites write at commit: nothing is staged to check
+    # A staging table's markers are in its log's first commit, written before its catalog entry.
+    staging_reader=StagingReader("Delta", log.created_properties),
 )

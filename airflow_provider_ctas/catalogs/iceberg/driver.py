@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from typing import TYPE_CHECKING, Any
 
 from airflow_provider_ctas.catalogs.iceberg.executor import IcebergExecutor
@@ -13,6 +13,7 @@ from airflow_provider_ctas.core.errors import CorruptStateError
 if TYPE_CHECKING:
     from pyspark.sql import SparkSession
 
+    from airflow_provider_ctas.catalogs.strategy import StagingReader
     from airflow_provider_ctas.core.transaction import TwoPhaseTable
     from airflow_provider_ctas.spark.engine import Reporter
     from airflow_provider_ctas.spark.protocol import PhaseRequest
@@ -26,5 +27,7 @@ class IcebergDriver:
             raise CorruptStateError(f"the Iceberg strategy cannot run a {table.kind!r} table")
         return IcebergExecutor(spark, table, request, log)
 
-    def gc(self, spark: SparkSession, settings: Mapping[str, Any], log: Reporter) -> dict[str, Any]:
+    def gc(
+        self, spark: SparkSession, settings: Mapping[str, Any], log: Reporter, staging_readers: Sequence[StagingReader]
+    ) -> dict[str, Any]:
         return IcebergGc(spark, dict(settings), log).run()

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from typing import TYPE_CHECKING, Any
 
 from airflow_provider_ctas.catalogs.gc_ledger import GcParams
@@ -14,6 +14,7 @@ from airflow_provider_ctas.core.errors import CorruptStateError
 if TYPE_CHECKING:
     from pyspark.sql import SparkSession
 
+    from airflow_provider_ctas.catalogs.strategy import StagingReader
     from airflow_provider_ctas.core.transaction import TwoPhaseTable
     from airflow_provider_ctas.spark.engine import Reporter
     from airflow_provider_ctas.spark.protocol import PhaseRequest
@@ -27,5 +28,7 @@ class SessionCatalogDriver:
             raise CorruptStateError(f"the session-catalog strategy cannot run a {table.kind!r} table")
         return SessionCatalogExecutor(spark, table, request, log)
 
-    def gc(self, spark: SparkSession, settings: Mapping[str, Any], log: Reporter) -> dict[str, Any]:
-        return SessionCatalogGc(spark, GcParams.from_dict(dict(settings)), log).run()
+    def gc(
+        self, spark: SparkSession, settings: Mapping[str, Any], log: Reporter, staging_readers: Sequence[StagingReader]
+    ) -> dict[str, Any]:
+        return SessionCatalogGc(spark, GcParams.from_dict(dict(settings)), log, staging_readers).run()

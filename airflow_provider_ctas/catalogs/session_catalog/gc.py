@@ -8,10 +8,10 @@ table reads from. Everything else is reported with the reason it was kept.
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from datetime import UTC, datetime
 from typing import TYPE_CHECKING, Any
 
-from airflow_provider_ctas.catalogs.delta import log as delta_log
 from airflow_provider_ctas.catalogs.gc_ledger import GcLedger, GcParams
 from airflow_provider_ctas.catalogs.metastore import ownership
 from airflow_provider_ctas.catalogs.metastore.catalog import CatalogClient, TableInfo
@@ -24,11 +24,15 @@ from airflow_provider_ctas.spark.errors import first_line
 if TYPE_CHECKING:
     from pyspark.sql import SparkSession
 
+    from airflow_provider_ctas.catalogs.strategy import StagingReader
     from airflow_provider_ctas.spark.engine import Reporter
 
 
 class SessionCatalogGc:
-    def __init__(self, spark: SparkSession, params: GcParams, log: Reporter) -> None:
+    def __init__(
+        self, spark: SparkSession, params: GcParams, log: Reporter, staging_readers: Sequence[StagingReader] = ()
+    ) -> None:
+        self.staging_readers = tuple(staging_readers)
         self.catalog = CatalogClient(spark)
         self.params = params
         self.ledger = GcLedger(params, log)
@@ -151,16 +155,18 @@ class SessionCatalogGc:
         return self._readers[database]
 
     def _unmarked(self, path: str, name: markers.ReservedName) -> None:
-        """A directory under a reserved name without our marker file. A Delta staging table's
-        markers are in its first commit: a log whose first commit carries the markers the name
-        promises is that table, its task killed before the catalog entry was made. Otherwise only
-        an empty directory goes."""
-        logged = delta_log.created_properties(self.catalog.fs, path)
-        if logged is not None and name.role == "staging" and ownership.is_staging_named(logged, name):
-            txn_id, task = logged[markers.TXN_ID], markers.task_of(logged)
-            if not self.ledger.blocked(path, txn_id, logged.get(markers.CREATED_AT), task):
-                self._delete(path, "orphan Delta staging table without a catalog entry", txn_id=txn_id, task=task)
-            return
+        """A directory under a reserved name without our marker file. Another strategy's staging
+        may keep its markers elsewhere (a Delta staging table's are in its log's first commit): a
+        directory whose markers, read by that strategy, are those the name promises is that staging,
+        its task killed before the catalog entry was made. Otherwise only an empty directory goes."""
+        for reader in self.staging_readers:
+            logged = reader.read(self.catalog.fs, path)
+            if logged is not None and name.role == "staging" and ownership.is_staging_named(logged, name):
+                txn_id, task = logged[markers.TXN_ID], markers.task_of(logged)
+                if not self.ledger.blocked(path, txn_id, logged.get(markers.CREATED_AT), task):
+                    why = f"orphan {reader.name} staging table without a catalog entry"
+                    self._delete(path, why, txn_id=txn_id, task=task)
+                return
         if self.catalog.fs.has_files(path):
             self.ledger.note("kept", path, "reserved name but no marker file of this provider")
             return
