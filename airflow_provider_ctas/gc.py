@@ -20,7 +20,7 @@ from collections.abc import Iterable, Mapping
 from datetime import timedelta
 from typing import Any
 
-from airflow_provider_ctas.catalogs.iceberg.table import IcebergTable
+from airflow_provider_ctas.catalogs import gc_strategy
 from airflow_provider_ctas.core.errors import CtasError, InvalidInputError
 from airflow_provider_ctas.core.identifiers import validate_name
 from airflow_provider_ctas.runners.spark_submit import SparkSubmitRunner
@@ -28,7 +28,6 @@ from airflow_provider_ctas.spark.protocol import GC_PHASES, PhaseRequest
 
 _DURATION = re.compile(r"(\d+(?:\.\d+)?)([smhdw]?)")
 _UNITS = {"": 1, "s": 1, "m": 60, "h": 3600, "d": 86400, "w": 604800}
-ICEBERG_KIND = IcebergTable.kind
 
 
 class GcFailedError(RuntimeError):
@@ -68,8 +67,9 @@ def collect_garbage(
         "dry_run": dry_run,
         "protect": sorted(protect),
     }
+    settings["kind"] = gc_strategy(catalog).kind
     if catalog is not None:
-        settings.update(kind=ICEBERG_KIND, catalog=validate_name(catalog, "catalog"))
+        settings["catalog"] = validate_name(catalog, "catalog")
     request = PhaseRequest(phases=GC_PHASES, table={}, gc=settings)
     runner = SparkSubmitRunner(conn_id=conn_id, conf=conf, submit_options=submit_options)
     where = ",".join(f"{catalog}.{name}" if catalog else name for name in names)

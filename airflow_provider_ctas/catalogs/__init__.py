@@ -16,7 +16,7 @@ from airflow_provider_ctas.catalogs.strategy import RequestSpec, Strategy
 from airflow_provider_ctas.core.errors import AtomicityNotSupportedError, CorruptStateError, InvalidInputError
 from airflow_provider_ctas.core.transaction import TransactionKey, TwoPhaseTable, load_table, validate_conn_id
 
-__all__ = ["STRATEGIES", "Strategy", "create_two_phase_table", "load_two_phase_table", "strategy_for"]
+__all__ = ["STRATEGIES", "Strategy", "create_two_phase_table", "gc_strategy", "load_two_phase_table", "strategy_for"]
 
 STRATEGIES: tuple[Strategy, ...] = (SESSION_CATALOG, ICEBERG, DELTA)
 
@@ -51,6 +51,16 @@ def strategy_of_kind(kind: str) -> Strategy:
         if strategy.kind == kind:
             return strategy
     raise CorruptStateError(f"no strategy for kind {kind!r}")
+
+
+def gc_strategy(catalog: str | None) -> Strategy:
+    """The strategy whose GC pass collects in the namespaces of a named catalog (``catalog``), or in
+    the session catalog's databases (None)."""
+    scope = "named" if catalog else "session"
+    for strategy in STRATEGIES:
+        if strategy.gc_scope == scope:
+            return strategy
+    raise InvalidInputError(f"no strategy collects garbage in a {scope} catalog")
 
 
 def load_two_phase_table(data: object) -> TwoPhaseTable:

@@ -98,3 +98,6 @@ class Strategy:
     """Whether ``checks=`` are evaluated on the staged version before the publish."""
     staging_reader: StagingReader | None = None
     """For a strategy whose staging can exist as a bare directory in a session-catalog database."""
+    gc_scope: str | None = None
+    """Where its GC pass collects: ``"session"`` (databases of the session catalog) or ``"named"``
+    (namespaces of a catalog named by ``--catalog``); None when another pass collects its staging."""

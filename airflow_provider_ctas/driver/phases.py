@@ -11,8 +11,7 @@ import time
 from datetime import UTC, datetime
 from typing import TYPE_CHECKING
 
-from airflow_provider_ctas.catalogs import STRATEGIES, load_two_phase_table, strategy_of_kind
-from airflow_provider_ctas.catalogs.session_catalog.table import SessionCatalogTable
+from airflow_provider_ctas.catalogs import STRATEGIES, gc_strategy, load_two_phase_table, strategy_of_kind
 from airflow_provider_ctas.core.errors import CoordinatorLostError
 from airflow_provider_ctas.core.transaction import TwoPhaseTable
 from airflow_provider_ctas.spark.coordinator_link import CoordinatorLink
@@ -26,13 +25,11 @@ if TYPE_CHECKING:
 
     from airflow_provider_ctas.catalogs.strategy import Executor
 
-DEFAULT_GC_KIND = SessionCatalogTable.kind
-
 
 def run_gc(spark: SparkSession, request: PhaseRequest, log: Reporter) -> PhaseResult:
     started = time.monotonic()
     settings = dict(request.gc or {})
-    kind = str(settings.pop("kind", DEFAULT_GC_KIND))
+    kind = str(settings.pop("kind", None) or gc_strategy(None).kind)
     readers = [strategy.staging_reader for strategy in STRATEGIES if strategy.staging_reader is not None]
     report = strategy_of_kind(kind).driver().gc(spark, settings, log, readers)
     seconds = round(time.monotonic() - started, 3)

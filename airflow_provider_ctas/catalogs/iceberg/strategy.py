@@ -43,4 +43,5 @@ STRATEGY = Strategy(
     check_options=IcebergTable.check_options,
     driver=_driver,
     lineage_namespace=lineage_namespace,
+    gc_scope="named",
 )

@@ -65,4 +65,5 @@ STRATEGY = Strategy(
     check_options=_check_options,
     driver=_driver,
     lineage_namespace=metastore_namespace,
+    gc_scope="session",
 )
