@@ -42,8 +42,8 @@ class PhaseExecutor(ABC, Generic[T]):
         return self.progress.published
 
     @property
-    def reached(self) -> str:
-        return self.progress.reached.value
+    def reached(self) -> Reached:
+        return self.progress.reached
 
     @property
     def outcome(self) -> str | None:

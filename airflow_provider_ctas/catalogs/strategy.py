@@ -20,7 +20,7 @@ if TYPE_CHECKING:
     from pyspark.sql import SparkSession
 
     from airflow_provider_ctas.spark.engine import Reporter
-    from airflow_provider_ctas.spark.protocol import PhaseReport, PhaseRequest
+    from airflow_provider_ctas.spark.protocol import PhaseReport, PhaseRequest, Reached
 
 
 class Executor(Protocol):
@@ -31,7 +31,7 @@ class Executor(Protocol):
     @property
     def published(self) -> bool: ...
     @property
-    def reached(self) -> str: ...
+    def reached(self) -> Reached: ...
     @property
     def outcome(self) -> str | None: ...
     @property

@@ -62,7 +62,7 @@ from airflow_provider_ctas.runners.spark_submit import (
     faults_from_environment,
     validate_submit_options,
 )
-from airflow_provider_ctas.spark.protocol import ABORT_PHASES, PhaseRequest, PhaseResult, run_phases_for
+from airflow_provider_ctas.spark.protocol import ABORT_PHASES, PhaseRequest, PhaseResult, Reached, run_phases_for
 
 if TYPE_CHECKING:
     from airflow.sdk import Context
@@ -447,16 +447,16 @@ class AtomicCtasOperator(CtasLineageMixin, BaseOperator):
         details = {**result.details, "phases": [vars(report) for report in result.phases]}
         if result.error:
             details["error"] = result.error
-        if result.reached in ("prepared", "committed") and table.state is TxnState.BEGUN:
+        if result.reached in (Reached.PREPARED, Reached.COMMITTED) and table.state is TxnState.BEGUN:
             prepared_at = result.details.get("prepared_at")
             table.mark_prepared(table.try_number, prepared_at if isinstance(prepared_at, str) else now)
         if result.ok:
             outcome = Outcome(result.outcome) if result.outcome else Outcome.PUBLISHED
             table.commit(table.try_number, now, outcome, details)
-        elif result.reached == "committed":
+        elif result.reached == Reached.COMMITTED:
             self.log.warning("The target was published, then the Spark run failed: %s", result.error)
             table.commit(table.try_number, now, Outcome.PUBLISHED, details)
-        elif result.cleaned_up or result.reached == "aborted":
+        elif result.cleaned_up or result.reached == Reached.ABORTED:
             table.abort(table.try_number, now, {**details, "aborted_by": "spark driver"})
         else:
             table.details.update(details)

@@ -35,7 +35,7 @@ from airflow_provider_ctas.core.errors import (
 )
 from airflow_provider_ctas.runners.coordinator import CommitCoordinator
 from airflow_provider_ctas.runners.pyspark_install import check_pyspark_install
-from airflow_provider_ctas.spark.protocol import PhaseRequest, PhaseResult, error_info
+from airflow_provider_ctas.spark.protocol import PhaseRequest, PhaseResult, Reached, error_info
 
 APPLICATION = str(Path(airflow_provider_ctas.__file__).parent / "driver" / "airflow_ctas_app.py")
 
@@ -284,7 +284,7 @@ class SparkSubmitRunner:
                 pass  # a torn or foreign file: fall back to the exit status
         if error is None:
             # Cluster mode: the driver could not write here; its exit status is all we know.
-            return PhaseResult(ok=True, reached="unknown", details={"result": "exit status only"})
+            return PhaseResult(ok=True, reached=Reached.UNKNOWN, details={"result": "exit status only"})
         return PhaseResult(ok=False, error=error)
 
     def kill(self) -> None:

@@ -42,6 +42,8 @@ class Reached(StrEnum):
     COMMITTED = "committed"
     ABORTED = "aborted"
     GC = "gc"
+    UNKNOWN = "unknown"
+    """Only the exit status is known (cluster mode: the driver could not write the result file here)."""
 
 
 @dataclass(frozen=True)
@@ -117,8 +119,8 @@ class PhaseResult:
     """Outcome of one Spark application run: how far it got, what it touched, why it stopped."""
 
     ok: bool = False
-    reached: str = "new"
-    """The last transaction state this run reached: begun, prepared, committed or aborted."""
+    reached: Reached = Reached.NEW
+    """The last transaction state this run reached."""
     outcome: str | None = None
     cleaned_up: bool = False
     """After a failure, this try's staging was removed inside the driver; no abort run is needed."""
@@ -157,7 +159,7 @@ class PhaseResult:
             raise CorruptStateError("result error must be {code, message, phase} strings or null")
         return cls(
             ok=data["ok"],
-            reached=data["reached"],
+            reached=Reached(data["reached"]),
             outcome=data["outcome"],
             cleaned_up=data["cleaned_up"],
             details=data["details"],

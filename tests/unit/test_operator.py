@@ -379,10 +379,10 @@ def test_a_superseded_try_writes_neither_xcom_nor_state_nor_a_link(refuse):
 
 
 def test_the_history_says_when_the_write_finished_not_when_the_task_heard():
-    from airflow_provider_ctas.spark.protocol import PhaseResult
+    from airflow_provider_ctas.spark.protocol import PhaseResult, Reached
 
     op, table = make(), _try(1)
-    result = PhaseResult(ok=True, reached="committed", details={"prepared_at": "2024-01-01T00:00:05+00:00"})
+    result = PhaseResult(ok=True, reached=Reached.COMMITTED, details={"prepared_at": "2024-01-01T00:00:05+00:00"})
     context: Any = {"ti": _Ti(), "task_state_store": _Store()}
     op._apply(context, table, result)
     prepared = [entry for entry in table.history if entry.state.value == "prepared"]

@@ -26,6 +26,7 @@ from airflow_provider_ctas.spark.protocol import (
     PhaseReport,
     PhaseRequest,
     PhaseResult,
+    Reached,
     error_info,
 )
 from ctas_devstack.metastore import free_port
@@ -56,7 +57,9 @@ def test_request_round_trip_and_validation():
 
 def test_result_round_trip():
     report = PhaseReport("commit", "ok", 0.25, ["db.t renamed"], "decided in 1 ms")
-    result = PhaseResult(ok=True, reached="committed", outcome="published", details={"row_count": 3}, phases=[report])
+    result = PhaseResult(
+        ok=True, reached=Reached.COMMITTED, outcome="published", details={"row_count": 3}, phases=[report]
+    )
     assert PhaseResult.from_json(result.to_json()) == result
     failed = PhaseResult(error=error_info("SPARK_ERROR", "x" * 5000, "prepare"))
     assert PhaseResult.from_json(failed.to_json()) == failed
@@ -75,7 +78,7 @@ def test_result_round_trip():
     ],
 )
 def test_a_malformed_result_is_refused_not_half_read(change):
-    data = json.loads(PhaseResult(ok=True, reached="committed").to_json())
+    data = json.loads(PhaseResult(ok=True, reached=Reached.COMMITTED).to_json())
     with pytest.raises(CorruptStateError):
         PhaseResult.from_json(json.dumps({**data, **change}))
     with pytest.raises(CorruptStateError):

@@ -12,7 +12,7 @@ import pytest
 from airflow_provider_ctas.core.errors import InvalidInputError
 from airflow_provider_ctas.runners import spark_submit
 from airflow_provider_ctas.runners.coordinator import CommitCoordinator
-from airflow_provider_ctas.spark.protocol import GC_PHASES, RUN_PHASES, PhaseRequest, PhaseResult
+from airflow_provider_ctas.spark.protocol import GC_PHASES, RUN_PHASES, PhaseRequest, PhaseResult, Reached
 
 
 class RecordingHook:
@@ -40,7 +40,7 @@ class RecordingHook:
             }
         )
         with open(request["result_path"], "w") as handle:
-            handle.write(PhaseResult(ok=True, reached="committed", outcome="published").to_json())
+            handle.write(PhaseResult(ok=True, reached=Reached.COMMITTED, outcome="published").to_json())
 
 
 @pytest.fixture

@@ -62,8 +62,8 @@ class SessionCatalogExecutor:
         return self.ctx.progress.published
 
     @property
-    def reached(self) -> str:
-        return self.ctx.progress.reached.value
+    def reached(self) -> Reached:
+        return self.ctx.progress.reached
 
     @property
     def outcome(self) -> str | None:
