@@ -24,7 +24,6 @@ from collections.abc import Callable, Mapping, Sequence
 from typing import TYPE_CHECKING, Any, ClassVar
 
 import pendulum
-from airflow.providers.apache.spark.hooks.spark_connect import SparkConnectHook
 from airflow.providers.common.compat.assets import Asset, AssetAlias
 from airflow.providers.common.compat.sdk import AirflowException, BaseOperator
 from airflow.providers.common.compat.sdk import conf as conf_
@@ -55,13 +54,8 @@ from airflow_provider_ctas.operators.state import (
     summary,
     xcom_table,
 )
-from airflow_provider_ctas.runners.coordinator import CommitCoordinator
-from airflow_provider_ctas.runners.spark_connect import SparkConnectRunner
-from airflow_provider_ctas.runners.spark_submit import (
-    SparkSubmitRunner,
-    faults_from_environment,
-    validate_submit_options,
-)
+from airflow_provider_ctas.runners import Runner, is_connect, runner_for
+from airflow_provider_ctas.runners.spark_submit import faults_from_environment, validate_submit_options
 from airflow_provider_ctas.spark.protocol import ABORT_PHASES, PhaseRequest, PhaseResult, Reached, run_phases_for
 
 if TYPE_CHECKING:
@@ -70,7 +64,6 @@ if TYPE_CHECKING:
 """XCom key (and task state store key) of the serialized two-phase table."""
 
 Callback = Callable[..., Any]
-Runner = SparkSubmitRunner | SparkConnectRunner
 
 
 def _callbacks(value: Callback | Sequence[Callback] | None) -> list[Callback]:
@@ -297,13 +290,7 @@ class AtomicCtasOperator(CtasLineageMixin, BaseOperator):
 
     def _new_runner(self, context: Context | None = None) -> Runner:
         conf = dict(self.conf or {})
-        if SparkConnectHook.get_connection(self.conn_id).conn_type == SparkConnectHook.conn_type:
-            if self.spark_submit_options:
-                raise InvalidInputError(
-                    f"connection {self.conn_id!r} is a Spark Connect connection; spark_submit_options do not apply"
-                )
-            return SparkConnectRunner(conn_id=self.conn_id, conf=conf, log=self.log)
-        if context is not None and self.openlineage_inject_parent_job_info:
+        if context is not None and self.openlineage_inject_parent_job_info and not is_connect(self.conn_id):
             # Imported here: it loads the OpenLineage listener (~1 s), a cost every DAG parse would pay.
             from airflow.providers.common.compat.openlineage.utils.spark import (
                 inject_parent_job_information_into_spark_properties,
@@ -311,7 +298,7 @@ class AtomicCtasOperator(CtasLineageMixin, BaseOperator):
 
             conf = inject_parent_job_information_into_spark_properties(conf, context)
         options = _rendered_submit_options(self.spark_submit_options)
-        return SparkSubmitRunner(conn_id=self.conn_id, conf=conf, submit_options=options)
+        return runner_for(self.conn_id, conf=conf, submit_options=options, log=self.log)
 
     def _table_for(self, context: Context) -> TwoPhaseTable:
         ti = context["ti"]
@@ -399,12 +386,7 @@ class AtomicCtasOperator(CtasLineageMixin, BaseOperator):
         started = time.monotonic()
         name = f"airflow-ctas {table.target} try {table.try_number}"
         try:
-            if isinstance(runner, SparkSubmitRunner):
-                # The driver publishes only on this process's word (FLIP-305: the job-status hook decides).
-                coordinator = CommitCoordinator(table.txn_id, table.try_number, self.log, faults=faults)
-                result = runner.run(request, name=name, coordinator=coordinator)
-            else:
-                result = runner.run(request, name=name)
+            result = runner.run(request, name=name)
         except CtasError as exc:
             raise_for_airflow(exc)
             raise

@@ -19,28 +19,19 @@ import time
 import uuid
 import warnings
 from collections.abc import Iterator, Mapping
-from typing import TYPE_CHECKING, Any, Protocol
+from typing import TYPE_CHECKING, Any
 
 from airflow.providers.apache.spark.hooks.spark_connect import SparkConnectHook
 
 from airflow_provider_ctas.core.errors import CtasError, SparkJobError
 from airflow_provider_ctas.driver.phases import record_progress, run_phases
+from airflow_provider_ctas.runners import Logger
 from airflow_provider_ctas.spark.engine import CONNECT_MODE_VARIABLES
 from airflow_provider_ctas.spark.errors import first_line
 from airflow_provider_ctas.spark.protocol import ABORT_PHASES, PhaseRequest, PhaseResult, error_info
 
 if TYPE_CHECKING:
     from pyspark.sql import SparkSession
-
-
-class Logger(Protocol):
-    """The task's logger (Airflow's structlog logger or a ``logging.Logger``)."""
-
-    def debug(self, event: Any, *args: Any, **kw: Any) -> Any: ...
-
-    def info(self, event: Any, *args: Any, **kw: Any) -> Any: ...
-
-    def warning(self, event: Any, *args: Any, **kw: Any) -> Any: ...
 
 
 SESSION_NAMESPACE = uuid.UUID("0b6f1d8e-4a55-4c4e-9b1f-6a2f3c1d2e7a")

@@ -12,6 +12,7 @@ import dataclasses
 import hashlib
 import importlib.util
 import json
+import logging
 import marshal
 import os
 import shutil
@@ -26,6 +27,7 @@ from typing import Any
 from airflow.providers.apache.spark.hooks.spark_submit import SparkSubmitHook
 
 import airflow_provider_ctas
+from airflow_provider_ctas.catalogs import load_two_phase_table
 from airflow_provider_ctas.core.errors import (
     CorruptStateError,
     InvalidInputError,
@@ -33,6 +35,7 @@ from airflow_provider_ctas.core.errors import (
     SparkJobError,
     SparkNotFoundError,
 )
+from airflow_provider_ctas.runners import Logger
 from airflow_provider_ctas.runners.coordinator import CommitCoordinator
 from airflow_provider_ctas.runners.pyspark_install import check_pyspark_install
 from airflow_provider_ctas.spark.protocol import PhaseRequest, PhaseResult, Reached, error_info
@@ -162,8 +165,10 @@ class SparkSubmitRunner:
         conn_id: str,
         conf: Mapping[str, Any] | None,
         submit_options: Mapping[str, Any] | None,
+        log: Logger | None = None,
     ) -> None:
         self.conn_id = conn_id
+        self.log: Logger = log or logging.getLogger(__name__)
         self.conf = {str(k): str(v) for k, v in (conf or {}).items()}
         self.submit_options = validate_submit_options(submit_options)
         self._hook: SparkSubmitHook | None = None
@@ -190,12 +195,15 @@ class SparkSubmitRunner:
 
         ``detach`` starts spark-submit in its own session so it outlives this process, for an
         abort started from ``on_kill`` (Airflow SIGKILLs the task's process group 5 s later).
-        ``coordinator`` (required to publish) answers the driver's commit question from this process.
+        A run that publishes gets a coordinator (or ``coordinator``, when given) that answers the
+        driver's commit question from this process: the driver publishes only on the task's word
+        (FLIP-305: the job-status hook decides).
         """
         if "commit" in request.phases:
-            if coordinator is None:
-                raise ValueError("a run that publishes needs the task's commit coordinator")
             self._refuse_cluster_mode()
+            if coordinator is None:
+                table = load_two_phase_table(request.table)
+                coordinator = CommitCoordinator(table.txn_id, table.try_number, self.log, faults=request.faults)
         sweep_stale_workdirs()
         workdir = tempfile.mkdtemp(prefix=WORKDIR_PREFIX)
         try:

@@ -9,7 +9,9 @@ from typing import ClassVar
 
 import pytest
 
-from airflow_provider_ctas.core.errors import InvalidInputError
+from airflow_provider_ctas.catalogs import create_two_phase_table
+from airflow_provider_ctas.core.errors import CorruptStateError, InvalidInputError
+from airflow_provider_ctas.core.transaction import TransactionKey
 from airflow_provider_ctas.runners import spark_submit
 from airflow_provider_ctas.runners.coordinator import CommitCoordinator
 from airflow_provider_ctas.spark.protocol import GC_PHASES, RUN_PHASES, PhaseRequest, PhaseResult, Reached
@@ -79,9 +81,19 @@ def test_request_file_carries_every_field(hook, request_):
     assert call["popen"] == {}
 
 
-def test_a_publishing_run_needs_the_task_to_decide(hook):
+def test_a_publishing_run_is_decided_by_this_task(hook):
+    """Without a coordinator given, the runner makes one for the request's transaction and try: the
+    driver learns where to ask, with that try's key, and publishes only on this process's word."""
+    table = create_two_phase_table(
+        key=TransactionKey("d", "t", "r"), conn_id="spark_default", target="db.t", mode="create", table_format="parquet"
+    )
+    table.begin(3, "2024-01-01T00:00:00+00:00")
     runner = spark_submit.SparkSubmitRunner(conn_id="spark_default", conf=None, submit_options=None)
-    with pytest.raises(ValueError, match="commit coordinator"):
+    runner.run(PhaseRequest(phases=RUN_PHASES, table=table.to_dict(), sql="SELECT 1"), name="n")
+    settings = hook.calls[0]["request"]["coordinator"]
+    assert settings["address"] == "127.0.0.1" and settings["port"] > 0 and len(settings["key"]) >= 32
+    hook.calls.clear()
+    with pytest.raises(CorruptStateError):  # a publishing run names its transaction
         runner.run(PhaseRequest(phases=RUN_PHASES, table={}, sql="SELECT 1"), name="n")
     clustered = spark_submit.SparkSubmitRunner(
         conn_id="spark_default", conf=None, submit_options={"deploy_mode": "cluster"}
