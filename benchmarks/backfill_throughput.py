@@ -1,7 +1,7 @@
 """Backfill throughput on the realistic stack: atomic ``overwrite_partitions`` vs a plain ``INSERT
 OVERWRITE ... PARTITION`` through the apache-spark provider's ``SparkSubmitOperator``.
 
-    bash benchmarks/run.sh --backfill                     # 30 dates each: a section of docs/benchmarks.md
+    bash benchmarks/run.sh --backfill                     # 30 dates each: a section of build/reports/benchmarks.md
     bash benchmarks/run.sh --backfill --days 6 --rows 1e4 --out /tmp/backfill.md   # a quick look
 
 Airflow's scheduler with LocalExecutor on PostgreSQL, a Spark standalone cluster (client mode) and a
@@ -26,6 +26,8 @@ from pathlib import Path
 from typing import Any
 
 import pendulum
+
+from ctas_devstack import reports
 
 REPO = Path(__file__).resolve().parents[1]
 HERE = Path(__file__).resolve().parent
@@ -159,7 +161,7 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--days", type=int, default=30)
     parser.add_argument("--rows", default="1e5", help="rows per date")
     parser.add_argument("--root", type=Path, default=REPO / ".ctas-local" / "bench-backfill")
-    parser.add_argument("--out", type=Path, default=REPO / "docs" / "benchmarks.md", help="appended to")
+    parser.add_argument("--out", type=Path, default=reports.BENCHMARKS.report, help="its section replaced or added")
     args = parser.parse_args(argv)
     from ctas_devstack.postgres import drop_database
 
@@ -194,7 +196,8 @@ def main(argv: list[str] | None = None) -> int:
         "atomic": atomic,
     }
     (args.root / "result.json").write_text(json.dumps(result))
-    existing = args.out.read_text() if args.out.exists() else ""
+    existing = reports.current(args.out)  # the published report's body if there is none under build/ yet
+    args.out.parent.mkdir(parents=True, exist_ok=True)
     args.out.write_text(existing.split(SECTION, 1)[0].rstrip("\n") + "\n" + render(result))
     print(render(result))
     return 0 if not atomic["failed"] else 1

@@ -1,6 +1,6 @@
 """Side-by-side benchmark: plain CTAS vs AtomicCtasOperator vs staging-then-copy, interleaved.
 
-    bash benchmarks/run.sh                      # sizes 1e6 1e7 1e8, 3 repeats: docs/benchmarks.md + .png
+    bash benchmarks/run.sh                      # sizes 1e6 1e7 1e8, 3 repeats: build/reports/benchmarks.md + .png
     bash benchmarks/run.sh --sizes 1e6 --repeats 1 --out /tmp/bench.md --plot /tmp/bench.png
 
 Every run is a real one-task DAG run (``dag.test()`` in a fresh Python process) on the embedded
@@ -13,6 +13,12 @@ the Airflow task process, and how many Spark applications the task submitted.
 The Spark Connect approaches run against a Spark Connect server (local[2], its own embedded Derby
 metastore and warehouse under ``<root>/connect``) that the benchmark starts once and keeps up, as a
 Connect deployment would: those runs start no JVM at all.
+
+The report goes to build/reports/benchmarks.md, or build/reports/formats.md when the run's approaches
+are the Iceberg/Delta ones (``iceberg_*``, ``delta_*``: the formats' world, another Spark), with its
+plot beside it and a history marker (the run's date, commit and each approach's median wall over its
+baseline's, per size); ``bash scripts/publish_reports.sh`` copies it into docs/ with its history
+table (ctas_devstack/reports.py).
 """
 
 from __future__ import annotations
@@ -30,6 +36,8 @@ from pathlib import Path
 from typing import Any
 
 import pendulum
+
+from ctas_devstack import reports
 
 REPO = Path(__file__).resolve().parents[1]
 HERE = Path(__file__).resolve().parent
@@ -356,6 +364,7 @@ def measure_sizes(
     data: dict[str, Any] = {
         "machine": f"{platform.node()}: {os.cpu_count()} cores, {memory_gib():.0f} GiB, {platform.platform()}",
         "date": pendulum.now("UTC").to_iso8601_string(),
+        "commit": reports.commit("airflow_provider_ctas", "benchmarks", "ctas_devstack"),
         "repeats": args.repeats,
         "metastore": args.metastore,
         "world": (
@@ -497,7 +506,32 @@ def same_operation(row: dict[str, Any]) -> str:
     return f"{row['same_ratio']:.3f} ({row['same_overhead']:+.2f} s)"
 
 
-def render_report(data: dict[str, Any], rows: list[dict[str, Any]], plot_name: str) -> str:
+def report_kind(data: dict[str, Any]) -> reports.Kind:
+    """The formats' report for a run of the Iceberg/Delta approaches (another Spark: another world),
+    else the benchmark's."""
+    return reports.FORMATS if in_format_world([run["approach"] for run in data["runs"]]) else reports.BENCHMARKS
+
+
+def history_cells(data: dict[str, Any], rows: list[dict[str, Any]]) -> list[str]:
+    """The report's history row: date, commit, sizes and repeats, and per size each approach's median
+    wall over its baseline's (approaches that are their own baseline left out)."""
+    ratios = []
+    for size in sorted({row["size"] for row in rows}):
+        measured = [row for row in rows if row["size"] == size and BASELINE[row["approach"]] != row["approach"]]
+        if measured:
+            ratios.append(
+                f"{size_label(size)}: " + ", ".join(f"{r['approach']} {fmt(r['ratio'], '.3f')}" for r in measured)
+            )
+    service = ", metastore service" if data.get("metastore") == "service" else ""
+    return [
+        ", ".join(reports.stamp(date) for date in data["dates"]),
+        ", ".join(data["commits"]),
+        "; ".join(data["measured"]) + service,
+        "<br>".join(ratios) or "-",
+    ]
+
+
+def render_report(data: dict[str, Any], rows: list[dict[str, Any]], plot_name: str | None) -> str:
     lines = [
         "# Benchmarks: what atomicity costs",
         "",
@@ -548,8 +582,7 @@ def render_report(data: dict[str, Any], rows: list[dict[str, Any]], plot_name: s
         "  dynamic `INSERT OVERWRITE` of an existing table's partitions (a_o). Both read the existing",
         "  table's metadata and delete its old files, which a CTAS of a new table does not.",
         "",
-        f"![ratio and publish time vs size]({plot_name})",
-        "",
+        *([f"![ratio and publish time vs size]({plot_name})", ""] if plot_name else []),
         "| rows | approach | runs | median wall | vs baseline (min-max) | Δ wall | vs the same plain operation (Δ wall) | bytes written | vs baseline | publish | peak RSS (task) | Δ RSS | largest child | spark-submits |",  # noqa: E501
         "|---:|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|",
     ]
@@ -617,6 +650,7 @@ def render_report(data: dict[str, Any], rows: list[dict[str, Any]], plot_name: s
             *[f"| {size_label(r['size'])} | {APPROACHES[r['approach']]} | {r['s3_copies']:.0f} |" for r in copies],
         ]
     lines += ["", "Raw runs (seconds, bytes, MB):", "", "```json", json.dumps(data["runs"], indent=1), "```", ""]
+    lines += [reports.marker(report_kind(data), history_cells(data, rows)), ""]
     return "\n".join(lines)
 
 
@@ -678,8 +712,10 @@ def main(argv: list[str] | None = None) -> int:
         help="Spark's embedded Derby metastore (the default world), or a metastore service every driver shares",
     )
     parser.add_argument("--root", type=Path, default=REPO / ".ctas-local" / "bench")
-    parser.add_argument("--out", type=Path, default=REPO / "docs" / "benchmarks.md")
-    parser.add_argument("--plot", type=Path, default=REPO / "docs" / "benchmarks.png")
+    parser.add_argument(
+        "--out", type=Path, help="default: build/reports/benchmarks.md (formats.md for the Iceberg/Delta approaches)"
+    )
+    parser.add_argument("--plot", type=Path, help="default: beside --out, named as it with .png")
     parser.add_argument("--no-plot", action="store_true", help="skip the plot (no matplotlib needed): CI's smoke run")
     parser.add_argument("--from-json", type=Path, nargs="+", help="re-render the report from saved runs (merged)")
     args = parser.parse_args(argv)
@@ -688,11 +724,14 @@ def main(argv: list[str] | None = None) -> int:
     saved = [json.loads(path.read_text()) for path in args.from_json] if args.from_json else [measure(args)]
     data = merge(saved)
     rows = summarize(data)
-    kept = other_sections(args.out.read_text() if args.out.exists() else "")
-    args.out.write_text(render_report(data, rows, args.plot.name) + kept)
+    out = args.out or report_kind(data).report
+    plot = args.plot or out.with_suffix(".png")
+    kept = other_sections(reports.current(out))
+    out.parent.mkdir(parents=True, exist_ok=True)
+    out.write_text(render_report(data, rows, None if args.no_plot else plot.name) + kept)
     if not args.no_plot:
-        plot_results(rows, args.plot)
-    print(f"wrote {args.out}" + ("" if args.no_plot else f" and {args.plot}"))
+        plot_results(rows, plot)
+    print(f"wrote {out}" + ("" if args.no_plot else f" and {plot}"))
     return 0
 
 
@@ -718,6 +757,12 @@ def merge(saved: list[dict[str, Any]]) -> dict[str, Any]:
     return {
         "machine": saved[0]["machine"] if one_machine else None,
         "metastore": metastores.pop(),
+        "dates": [d["date"] for d in saved],
+        "commits": sorted({d.get("commit") or "unknown" for d in saved}),
+        "measured": [
+            f"{', '.join(sorted({size_label(r['size']) for r in d['runs']}, key=float))} ({d['repeats']} repeats)"
+            for d in saved
+        ],
         "worlds": sorted({d["world"] for d in saved if d.get("world")}),
         "sessions": [
             f"{d['date']}{'' if one_machine else ' on ' + d['machine']}, "

@@ -1,13 +1,16 @@
 """The driver's phases of the same approaches in two runs of the harness, before and after, as a
 section of a report.
 
-    bash benchmarks/run.sh --compare <before report.md> <after report.md> [--out docs/benchmarks.md]
+    bash benchmarks/run.sh --compare <before report.md> <after report.md> [--out build/reports/benchmarks.md]
 
 Each report carries its raw runs (the JSON block ``ctas_benchmark.py`` writes). Machine speed moves
 between sessions, so nothing is divided across them: each run's atomic work is set against the plain
 statement of its own session, and the section shows the two figures side by side. The section goes
 into ``--out`` before its backfill section, if any, replacing an earlier one; a re-render of that
-report by ``ctas_benchmark.py`` keeps it.
+report by ``ctas_benchmark.py`` keeps it. Without a report under build/reports/ yet, the section goes
+into the published report's body (``bash scripts/publish_reports.sh`` then publishes it without a
+new history row: the section names its runs). A published report's earlier runs are in git:
+``git show <commit>:docs/benchmarks.md > before.md``, the commit from its history table.
 """
 
 from __future__ import annotations
@@ -22,6 +25,8 @@ HERE = Path(__file__).resolve().parent
 sys.path.insert(0, str(HERE))
 
 import ctas_benchmark as bench  # noqa: E402 - the report's summary and its atomic work
+
+from ctas_devstack import reports  # noqa: E402
 
 SECTION = bench.PHASES_COMPARED_SECTION
 
@@ -104,10 +109,12 @@ def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("before", type=Path)
     parser.add_argument("after", type=Path)
-    parser.add_argument("--out", type=Path, default=bench.REPO / "docs" / "benchmarks.md")
+    parser.add_argument("--out", type=Path, default=reports.BENCHMARKS.report)
     args = parser.parse_args(argv)
     section = render(saved_runs(args.before), saved_runs(args.after), (str(args.before), str(args.after)))
-    args.out.write_text(insert_section(args.out.read_text() if args.out.exists() else "", section))
+    report = reports.current(args.out)
+    args.out.parent.mkdir(parents=True, exist_ok=True)
+    args.out.write_text(insert_section(report, section))
     print(f"wrote the phases before and after into {args.out}")
     return 0
 

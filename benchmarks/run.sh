@@ -6,6 +6,9 @@
 # With --ab <revision> first, ab_phases.py: one approach's phases, this tree against that revision, alternately.
 # With --compare <before.md> <after.md> first, phases_compared.py: two reports' phases side by side, as a section.
 # With --floor first, replace_floor.py: the least a same-shape replace costs over a plain CTAS, in a fresh driver.
+# Reports go to build/reports/ (benchmarks.md + .png, or formats.md + .png for the iceberg_*/delta_* approaches;
+# profile.md), each with a history marker; --ab and --floor print. bash scripts/publish_reports.sh publishes them
+# into docs/ with their history tables.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 bash scripts/setup.sh

@@ -1,24 +1,21 @@
 """The fault matrix's results, written by each test process and turned into one report per run
 (build/reports/reliability.md, an artefact); ``scripts/publish_reports.sh`` copies a run's report
-into docs/reliability.md on purpose, with a row for it in the report's history table."""
+into docs/reliability.md on purpose, with a row for it in the report's history table
+(ctas_devstack/reports.py)."""
 
 from __future__ import annotations
 
 import json
 import os
 import platform
-import re
-import subprocess
 from pathlib import Path
 from typing import Any
 
-import pendulum
+from ctas_devstack import reports
 
-REPO = Path(__file__).resolve().parents[2]
-BUILD_REPORTS = REPO / "build" / "reports"
-REPORT = BUILD_REPORTS / "reliability.md"
-PUBLISHED = REPO / "docs" / "reliability.md"
-HISTORY = "## History"
+BUILD_REPORTS = reports.BUILD_REPORTS
+REPORT = reports.RELIABILITY.report
+PUBLISHED = reports.RELIABILITY.published
 OLD_ROWS, NEW_ROWS = 300, 400
 
 
@@ -34,6 +31,7 @@ def write_report(shared: Path) -> None:
     results = {i: r for i, r in enumerate(everything) if "table" not in r}
     if not results:
         return
+    stamp, commit = reports.stamp(), reports.commit("airflow_provider_ctas", "tests")
     lines = [
         "# Reliability: the fault-injection matrix",
         "",
@@ -41,7 +39,7 @@ def write_report(shared: Path) -> None:
         "every test run writes it to `build/reports/reliability.md`; `bash scripts/publish_reports.sh`",
         "copies one run's report here and adds its row to the history table at the end.",
         "",
-        f"Run on {pendulum.now('UTC').format('YYYY-MM-DD HH:mm')} UTC at commit {_commit()}, {platform.node()} "
+        f"Run on {stamp} UTC at commit {commit}, {platform.node()} "
         f"({platform.machine()}, {platform.system()} {platform.release()}, {os.cpu_count()} CPUs), "
         f"{len(results)} cells, {sum(1 for r in results.values() if r['ok'])} passed.",
         "",
@@ -88,47 +86,18 @@ def write_report(shared: Path) -> None:
         if cells:
             lines += _format_section(table_format, cells)
     passed = sum(1 for r in everything if r["ok"])
-    stamp = pendulum.now("UTC").format("YYYY-MM-DD HH:mm")
-    lines.append(f"<!-- history: {stamp} | {_commit()} | {len(results)} | {passed} | {len(everything) - passed} -->")
+    cells = [stamp, commit, str(len(results)), str(passed), str(len(everything) - passed)]
+    lines.append(reports.marker(reports.RELIABILITY, cells))
     REPORT.parent.mkdir(parents=True, exist_ok=True)
     REPORT.write_text("\n".join(lines) + "\n")
-
-
-def _commit() -> str:
-    found = subprocess.run(
-        ["git", "rev-parse", "--short", "HEAD"], cwd=REPO, capture_output=True, text=True, check=False
-    )
-    dirty = subprocess.run(["git", "status", "--porcelain", "--", "airflow_provider_ctas", "tests"], cwd=REPO,
-                           capture_output=True, text=True, check=False)  # fmt: skip
-    return (found.stdout.strip() or "unknown") + ("+changes" if dirty.stdout.strip() else "")
 
 
 def publish() -> None:
     """docs/reliability.md := this run's report, then the history table (earlier rows kept)."""
     if not REPORT.exists():
         raise SystemExit(f"no report at {REPORT}: run the fault tests first (bash scripts/test.sh -m faults)")
-    report = REPORT.read_text()
-    entry = re.search(r"<!-- history: (.*) -->", report)
-    rows = (
-        re.findall(r"^\| \d{4}-.*\|$", PUBLISHED.read_text().split(HISTORY, 1)[-1], re.MULTILINE)
-        if (PUBLISHED.exists() and HISTORY in PUBLISHED.read_text())
-        else []
-    )
-    if entry:
-        rows.append(f"| {entry.group(1)} |")
-    body = re.sub(r"<!-- history: .* -->\n?", "", report)
-    history = [
-        HISTORY,
-        "",
-        "Published runs (the commit a run tested; before 2026-11-27, the commit that checked its report in).",
-        "'passed' and 'failed' count every row, the format sections' included.",
-        "",
-        "| run (UTC) | commit | matrix cells | passed | failed |",
-        "|---|---|---|---|---|",
-        *rows,
-    ]
-    PUBLISHED.write_text(body.rstrip("\n") + "\n\n" + "\n".join(history) + "\n")
-    print(f"{PUBLISHED} updated from {REPORT} ({len(rows)} runs in its history)")
+    count = reports.publish(reports.RELIABILITY, REPORT, PUBLISHED)
+    print(f"{PUBLISHED} updated from {REPORT} ({count} runs in its history)")
 
 
 if __name__ == "__main__":

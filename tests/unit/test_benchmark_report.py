@@ -2,10 +2,12 @@
 
 from __future__ import annotations
 
+import json
 from typing import Any
 
 import pytest
 
+from ctas_devstack import reports
 from tests.support.benchmarks import load
 
 bench = load("ctas_benchmark")
@@ -77,7 +79,7 @@ def test_phase_breakdown_sets_prepare_against_the_baseline_statement():
         run(10**6, "plain", 20.0, phases={"statement": 8.0}),
         run(10**6, "atomic_create", 21.0, phases={"begin": 0.3, "prepare": 8.4, "commit": 0.5}),
     ]
-    data = bench.merge([session("m", "d", runs)])
+    data = bench.merge([session("m", "2026-11-26T21:16:24Z", runs)])
     rows = bench.summarize(data)
     assert {r["approach"]: r["phases"] for r in rows}["atomic_create"] == {"begin": 0.3, "prepare": 8.4, "commit": 0.5}
     report = bench.render_report(data, rows, "plot.png")
@@ -98,7 +100,7 @@ def test_rebuilding_a_table_is_also_set_against_the_plain_statement_that_rebuild
         run(10**6, "atomic_replace_flip", 11.5, phases={"begin": 4.0, "prepare": 2.0, "commit": 0.9}),
         run(10**6, "atomic_create", 10.5, phases={"begin": 4.0, "prepare": 2.0, "commit": 0.9}),
     ]
-    data = bench.merge([session("m", "d", runs)])
+    data = bench.merge([session("m", "2026-11-26T21:16:24Z", runs)])
     rows = {r["approach"]: r for r in bench.summarize(data)}
     flip = rows["atomic_replace_flip"]
     assert (flip["ratio"], flip["same_ratio"], flip["same_overhead"]) == pytest.approx((1.15, 11.5 / 11.0, 0.5))
@@ -107,3 +109,65 @@ def test_rebuilding_a_table_is_also_set_against_the_plain_statement_that_rebuild
     line = next(x for x in report.splitlines() if "flip" in x and "0.90 s" in x)
     assert line.endswith("| +1.90 s | +1.30 s |")  # 4.0 + 0.9 + 2.0 - 5.0, and - 5.6
     assert set(bench.SAME_OPERATION.values()) <= {a for a in bench.APPROACHES if bench.BASELINE[a] == a}
+
+
+def test_the_history_row_gives_each_approachs_ratio_per_size_keyed_by_its_id():
+    runs = [
+        run(10**6, "plain", 10.0),
+        run(10**6, "plain_flat", 10.0),
+        run(10**6, "atomic_create", 10.5),
+        run(10**6, "atomic_replace_flip", 9.8),
+        run(10**7, "plain", 40.0),
+        run(10**7, "atomic_create", 41.0),
+        run(10**7, "atomic_replace_flip", 30.0),  # no unpartitioned baseline at this size
+    ]
+    saved = {**session("m", "2026-11-26T21:16:24.069193Z", runs), "repeats": 5, "commit": "ca32c99"}
+    data = bench.merge([saved])
+    assert bench.history_cells(data, bench.summarize(data)) == [
+        "2026-11-26 21:16",
+        "ca32c99",
+        "1e6, 1e7 (5 repeats)",
+        "1e6: atomic_create 1.050, atomic_replace_flip 0.980<br>1e7: atomic_create 1.025, atomic_replace_flip n/a",
+    ]
+    report = bench.render_report(data, bench.summarize(data), "benchmarks.png")
+    assert reports.entry(report) == "| " + " | ".join(bench.history_cells(data, bench.summarize(data))) + " |"
+    assert "![ratio and publish time vs size](benchmarks.png)" in report
+
+
+def test_a_run_without_a_commit_or_a_plot_says_so():
+    data = bench.merge([session("m", "2026-11-26T07:40:49Z", [run(10**6, "plain", 1.0)]) | {"metastore": "service"}])
+    cells = bench.history_cells(data, bench.summarize(data))
+    assert cells[1:] == ["unknown", "1e6 (1 repeats), metastore service", "-"]  # saved runs from before commits
+    assert "![" not in bench.render_report(data, bench.summarize(data), None)
+
+
+@pytest.fixture
+def reports_in(tmp_path, monkeypatch):
+    """build/reports/ and docs/ in a temporary directory (main() also drops SPARK_SUBMIT_OPTS: restored after)."""
+    monkeypatch.setattr(reports, "BUILD_REPORTS", tmp_path / "build")
+    monkeypatch.setattr(reports, "DOCS", tmp_path / "docs")
+    monkeypatch.delenv("SPARK_SUBMIT_OPTS", raising=False)
+    return tmp_path
+
+
+def test_a_run_of_the_iceberg_and_delta_approaches_is_the_formats_report(reports_in):
+    tmp_path = reports_in
+    for name, approaches in (("formats", ("delta_plain", "delta_create")), ("benchmarks", ("plain", "atomic_create"))):
+        saved = tmp_path / f"{name}.json"
+        saved.write_text(json.dumps(session("m", "2026-11-26T05:09:14Z", [run(10**7, a, 10.0) for a in approaches])))
+        assert bench.main(["--from-json", str(saved), "--no-plot"]) == 0
+        written = (tmp_path / "build" / f"{name}.md").read_text()
+        assert str(reports.entry(written)).endswith(f"| 1e7: {approaches[1]} 1.000 |")
+    assert sorted(path.name for path in (tmp_path / "build").iterdir()) == ["benchmarks.md", "formats.md"]
+
+
+def test_a_fresh_report_keeps_the_sections_the_published_one_has(reports_in):
+    tmp_path = reports_in
+    (tmp_path / "docs").mkdir()
+    backfill = bench.BACKFILL_SECTION + "\nthe backfill table\n"
+    (tmp_path / "docs" / "benchmarks.md").write_text("# Old run\n" + backfill + "\n## History\n\n| 2026-11-24 x |\n")
+    saved = tmp_path / "saved.json"
+    saved.write_text(json.dumps(session("m", "2026-11-27T10:00:00Z", [run(10**6, "plain", 1.0)])))
+    bench.main(["--from-json", str(saved), "--no-plot"])
+    written = (tmp_path / "build" / "benchmarks.md").read_text()
+    assert written.endswith(backfill) and "Old run" not in written and "## History" not in written

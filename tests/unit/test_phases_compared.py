@@ -79,3 +79,23 @@ def test_an_approach_without_a_prepare_phase_shows_no_atomic_work(tmp_path: Path
     ]
     row = compared.phase_rows(compared.saved_runs(report(tmp_path, "d.md", runs)))[(10**6, "delta_replace")]
     assert (row["extra_prepare"], row["work"], row["ratio"]) == (None, None, pytest.approx(1.05))
+
+
+def test_without_a_report_under_build_the_section_goes_into_the_published_body(tmp_path, monkeypatch) -> None:
+    from ctas_devstack import reports
+
+    monkeypatch.setattr(reports, "BUILD_REPORTS", tmp_path / "build")
+    monkeypatch.setattr(reports, "DOCS", tmp_path / "docs")
+    (tmp_path / "docs").mkdir()
+    published = "# Published run\n" + bench.BACKFILL_SECTION + "\nbackfill\n\n## History\n\n| 2026-11-24 11:22 | x |\n"
+    (tmp_path / "docs" / "benchmarks.md").write_text(published)
+    runs = [
+        run("d1", "plain_flat", 20.0, {"statement": 9.0}),
+        run("d1", "atomic_replace_flip", 22.0, {"begin": 5.0, "prepare": 5.0, "commit": 1.5}),
+    ]
+    before, after = report(tmp_path, "before.md", runs), report(tmp_path, "after.md", runs)
+    assert compared.main([str(before), str(after)]) == 0
+    written = (tmp_path / "build" / "benchmarks.md").read_text()
+    assert written.startswith("# Published run\n" + compared.SECTION)
+    assert written.endswith(bench.BACKFILL_SECTION + "\nbackfill\n")  # no history: publishing adds it back
+    assert reports.entry(written) is None  # no new run: publishing adds no row

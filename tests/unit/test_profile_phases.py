@@ -56,3 +56,26 @@ def test_driver_functions_are_counted_inclusively_and_other_processes_are_not(tm
     assert by_name["_create_staging (begin.py)"] == 50 / profile.RATE
     assert "GatewayClient.send_command (java_gateway.py)" not in by_name  # py4j plumbing
     assert "_submit (spark_submit.py)" not in by_name and "serve (accumulators.py)" not in by_name
+
+
+def test_the_report_carries_its_history_row(monkeypatch):
+    from ctas_devstack import reports
+
+    monkeypatch.setattr(profile.bench, "memory_gib", lambda: 24.0)
+    profiles = [
+        {"approach": "atomic_replace_flip", "rows": 1000000, "phases": {"begin": 3.44, "prepare": 4.0, "commit": 0.5},
+         "driver_seconds": 12.31, "functions": [("main (app.py)", 12.18)]},
+        {"approach": "atomic_overwrite_partitions", "rows": 1000000, "phases": {"begin": 3.58, "commit": 0.84},
+         "driver_seconds": 14.0, "functions": []},
+    ]  # fmt: skip
+    text = profile.render(profiles, shown=10, commit="9161037")
+    row = reports.entry(text)
+    assert row is not None
+    cells = row.strip("| ").split(" | ")
+    assert cells[1:] == [
+        "9161037",
+        "1e6",
+        "atomic_replace_flip: begin 3.44, prepare 4.00, commit 0.50; driver 12.3<br>"
+        "atomic_overwrite_partitions: begin 3.58, commit 0.84; driver 14.0",
+    ]
+    assert cells[0] == reports.stamp(text.split("\nRun ", 1)[1].split(" on ", 1)[0])
