@@ -49,7 +49,8 @@ with DAG(
             FROM range(1000 + {{ logical_date.day }})
         """,
         table_properties={"team": "data-eng"},
-        # First use: parallel runs race to create the table; the losers' next try writes into it.
+        # First use: parallel runs race to create the table; a loser switches its partition into the
+        # winner's table in the same try. Retries are for what Spark itself may fail on.
         retries=2,
         retry_delay=datetime.timedelta(seconds=30),
     )

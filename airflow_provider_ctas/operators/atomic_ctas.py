@@ -131,13 +131,16 @@ class AtomicCtasOperator(CtasLineageMixin, BaseOperator):
     :param sql: the SELECT (or WITH/VALUES query) whose result becomes the table; inline or a
         ``.sql`` file; templated. Trailing semicolons are ignored. It is run as a subquery, so
         DDL or several statements are rejected.
-    :param target_table: ``database.table`` (or ``spark_catalog.database.table``); templated.
+    :param target_table: ``database.table`` (or ``spark_catalog.database.table``) for file formats
+        and Delta; ``catalog.database.table`` for Iceberg (a ``SparkCatalog`` configured in ``conf``);
+        templated.
     :param mode: ``create`` (fail if the table exists and this task did not publish it),
         ``create_if_not_exists`` (succeed without running if it exists), ``replace``, or
         ``overwrite_partitions`` (replace the partitions the query produces inside a partitioned
         table, creating it on first use; each partition switches atomically, others stay).
     :param partition_by: partition columns; templated.
-    :param table_format: a file format of Spark's session catalog (parquet, orc, ...).
+    :param table_format: a file format of Spark's session catalog (parquet, orc, json, csv, text,
+        avro), ``iceberg`` or ``delta``; each publishes by its own mechanism (docs: table formats).
     :param table_properties: extra table properties; templated.
     :param allow_swap: let ``replace`` change the table's shape (columns, format, partitioning) by
         swapping two tables; readers may then find the table missing or empty for a moment between

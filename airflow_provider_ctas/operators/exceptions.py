@@ -34,8 +34,8 @@ class CtasSparkFailed(AtomicCtasRetryable):
 
 
 class CtasPublishFailed(AtomicCtasRetryable):
-    """PUBLISH_FAILED: the publish failed and the target is as it was; also a lost first-use create
-    race of ``overwrite_partitions``, whose next try writes into the table that now exists."""
+    """PUBLISH_FAILED: the publish failed and the target is as it was (a metastore briefly
+    unreachable; a ``replace`` whose target another writer created meanwhile). Retried."""
 
     code = "PUBLISH_FAILED"
 

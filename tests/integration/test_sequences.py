@@ -31,7 +31,7 @@ from tests.support.phases import QuietReporter, executor_for, run_all
 pytestmark = [pytest.mark.integration, pytest.mark.sequences]
 
 RETENTION_SECONDS = 2
-# The codes README's table of errors explains.
+# The codes the troubleshooting page's table of errors explains.
 DOCUMENTED_CODES = set(re.findall(r"^\| `([A-Z_]+)`", (REPO / "docs/operations/troubleshooting.md").read_text(), re.M))
 SHAPES = {
     "plain": "SELECT id FROM range({n})",
