@@ -52,12 +52,20 @@ def pytest_collection_modifyitems(config, items):
 
 
 _DURATIONS: list[tuple[float, str, str]] = []
+LANES = ("faults", "sequences", "formats", "scheduler", "objectstore", "connect", "versions", "install", "bench")
+"""The lanes of docs/contributing.md; an integration test in none of them is in the core lane."""
+_LANE_SECONDS: dict[str, list[float]] = {}
 
 
 def pytest_runtest_logreport(report):
-    """Each phase's duration, as the controller receives them from the workers."""
+    """Each phase's duration, as the controller receives them from the workers, and each lane's sum."""
     if report.duration >= 0.5:
         _DURATIONS.append((report.duration, report.when, report.nodeid))
+    keywords = set(report.keywords)
+    lane = next((name for name in LANES if name in keywords), "core" if "integration" in keywords else "unit")
+    entry = _LANE_SECONDS.setdefault(lane, [0.0, 0])
+    entry[0] += report.duration
+    entry[1] += report.when == "call"
 
 
 def pytest_sessionfinish(session, exitstatus):
@@ -74,5 +82,9 @@ def pytest_sessionfinish(session, exitstatus):
         f"# {sum(d for d, _, _ in _DURATIONS):.0f} s of test time in phases of 0.5 s or more (all workers)\n"
         + "\n".join(rows)
         + "\n"
+    )
+    (BUILD_REPORTS / f"lanes-{lanes}.tsv").write_text(
+        "# lane\ttests\tworker-seconds (setup, call and teardown of its tests)\n"
+        + "".join(f"{lane}\t{count}\t{seconds:.0f}\n" for lane, (seconds, count) in sorted(_LANE_SECONDS.items()))
     )
     write_report(Path(os.environ["CTAS_TEST_SHARED"]))
