@@ -481,7 +481,9 @@ class AtomicCtasOperator(CtasLineageMixin, BaseOperator):
                 failed_try,
             )
             return
-        self._abort(context, table, detach=False)
+        # Detached: Airflow's supervisor signals the task's process group [core] task_success_overtime
+        # after the task failed; an abort spark-submit in its own session finishes its clean-up anyway.
+        self._abort(context, table, detach=True)
 
     def _abort(self, context: Context, table: TwoPhaseTable, *, detach: bool) -> None:
         if table.state in (TxnState.COMMITTED, TxnState.ABORTED):
