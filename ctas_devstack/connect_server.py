@@ -12,11 +12,10 @@ from __future__ import annotations
 
 import argparse
 import os
-import subprocess
 import sys
 from pathlib import Path
 
-from ctas_devstack.metastore import free_port, spark_home, stop_pid_file, wait_for_port
+from ctas_devstack.metastore import free_port, spark_home, spawn, stop_pid_file
 
 SERVER_CLASS = "org.apache.spark.sql.connect.service.SparkConnectServer"
 
@@ -74,12 +73,10 @@ class ConnectServer:
         env = {**os.environ, "SPARK_LOCAL_IP": "127.0.0.1", "SPARK_HOME": str(spark_home())}
         if self.token:
             env["SPARK_CONNECT_AUTHENTICATE_TOKEN"] = self.token
-        log = open(self.root / "connect.log", "ab")  # noqa: SIM115 - handed to the child process
-        process = subprocess.Popen(
-            self.command(), stdout=log, stderr=subprocess.STDOUT, env=env, start_new_session=True, cwd=self.root
-        )
-        self.pid_file.write_text(str(process.pid))
-        wait_for_port(self.port, timeout, process)
+        spawn(
+            self.command(), root=self.root, log_name="connect.log", pid_file=self.pid_file, port=self.port,
+            timeout=timeout, env=env,
+        )  # fmt: skip
         return self
 
     def stop(self) -> None:

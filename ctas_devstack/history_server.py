@@ -13,11 +13,10 @@ from __future__ import annotations
 
 import argparse
 import os
-import subprocess
 import sys
 from pathlib import Path
 
-from ctas_devstack.metastore import free_port, spark_home, stop_pid_file, wait_for_port
+from ctas_devstack.metastore import free_port, spark_home, spawn, stop_pid_file
 
 SERVER_CLASS = "org.apache.spark.deploy.history.HistoryServer"
 
@@ -50,17 +49,11 @@ class HistoryServer:
             "SPARK_HOME": str(spark_home()),
             "SPARK_HISTORY_OPTS": " ".join(f"-D{key}={value}" for key, value in options.items()),
         }
-        log = open(self.root / "history.log", "ab")  # noqa: SIM115 - handed to the child process
-        process = subprocess.Popen(
-            [str(spark_home() / "bin" / "spark-class"), SERVER_CLASS],
-            stdout=log,
-            stderr=subprocess.STDOUT,
+        command = [str(spark_home() / "bin" / "spark-class"), SERVER_CLASS]
+        spawn(
+            command, root=self.root, log_name="history.log", pid_file=self.pid_file, port=self.port, timeout=timeout,
             env=env,
-            start_new_session=True,
-            cwd=self.root,
-        )
-        self.pid_file.write_text(str(process.pid))
-        wait_for_port(self.port, timeout, process)
+        )  # fmt: skip
         return self
 
     def stop(self) -> None:

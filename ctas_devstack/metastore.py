@@ -51,6 +51,18 @@ def wait_for_port(port: int, timeout: float, process: subprocess.Popen[bytes] | 
     raise TimeoutError(f"nothing listens on 127.0.0.1:{port} after {timeout}s")
 
 
+def spawn(
+    command: list[str], *, root: Path, log_name: str, pid_file: Path, port: int, timeout: float,
+    env: dict[str, str] | None = None,
+) -> None:  # fmt: skip
+    """Starts a service in its own session under ``root`` (output appended to ``log_name``), records
+    its pid for ``stop_pid_file`` and returns once it listens on ``port``."""
+    log = open(root / log_name, "ab")  # noqa: SIM115 - handed to the child process
+    process = subprocess.Popen(command, stdout=log, stderr=subprocess.STDOUT, env=env, start_new_session=True, cwd=root)
+    pid_file.write_text(str(process.pid))
+    wait_for_port(port, timeout, process)
+
+
 def hive_site(properties: dict[str, str]) -> str:
     body = "\n".join(
         f"  <property><name>{escape(k)}</name><value>{escape(v)}</value></property>" for k, v in properties.items()
@@ -143,16 +155,10 @@ class HiveMetastore:
         (self.root / "conf").mkdir(parents=True, exist_ok=True)
         self.warehouse.mkdir(parents=True, exist_ok=True)
         (self.root / "conf" / "hive-site.xml").write_text(hive_site(self._properties()))
-        log = open(self.root / "metastore.log", "ab")  # noqa: SIM115 - handed to the child process
-        process = subprocess.Popen(
-            self._command(),
-            stdout=log,
-            stderr=subprocess.STDOUT,
-            start_new_session=True,
-            cwd=self.root,
-        )
-        self.pid_file.write_text(str(process.pid))
-        wait_for_port(self.port, timeout, process)
+        spawn(
+            self._command(), root=self.root, log_name="metastore.log", pid_file=self.pid_file, port=self.port,
+            timeout=timeout,
+        )  # fmt: skip
         return self
 
     def stop(self) -> None:
