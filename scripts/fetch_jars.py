@@ -9,7 +9,7 @@ lacks, so a second setup starts no Maven at all.
     python3 scripts/fetch_jars.py --path G:A:V    # print one jar's local path (fetched if missing)
     python3 scripts/fetch_jars.py --select org.apache.hadoop:hadoop-aws software.amazon.  # spark.jars
 
-A lock line is ``group:artifact:version sha256``; ``#`` starts a comment. Dependencies are not
+A lock line is ``group:artifact:version[:classifier] sha256``; ``#`` starts a comment. Dependencies are not
 resolved: every jar Spark needs is its own line, so the lock says exactly what runs.
 """
 
@@ -31,7 +31,7 @@ from xml.sax.saxutils import escape
 LOCK = Path(__file__).with_name("jars.lock")
 CACHE = Path(os.environ.get("CTAS_JAR_CACHE", Path.home() / ".cache" / "airflow-provider-ctas" / "jars"))
 MAVEN_REPOSITORY = Path(os.environ.get("CTAS_MAVEN_LOCAL", Path.home() / ".m2" / "repository"))
-_COORDINATE = re.compile(r"^[A-Za-z0-9_.-]+:[A-Za-z0-9_.-]+:[A-Za-z0-9_.+-]+$")
+_COORDINATE = re.compile(r"^[A-Za-z0-9_.-]+:[A-Za-z0-9_.-]+:[A-Za-z0-9_.+-]+(:[A-Za-z0-9_-]+)?$")
 _SHA256 = re.compile(r"^[0-9a-f]{64}$")
 
 
@@ -45,9 +45,15 @@ class Jar:
     sha256: str
 
     @property
+    def parts(self) -> tuple[str, str, str, str]:
+        """Group, artifact, version and classifier ("" for the main jar)."""
+        group, artifact, version, *classifier = self.coordinate.split(":")
+        return group, artifact, version, "".join(classifier)
+
+    @property
     def file_name(self) -> str:
-        _, artifact, version = self.coordinate.split(":")
-        return f"{artifact}-{version}.jar"
+        _, artifact, version, classifier = self.parts
+        return f"{artifact}-{version}{'-' + classifier if classifier else ''}.jar"
 
 
 def read_lock(path: Path) -> list[Jar]:
@@ -58,7 +64,7 @@ def read_lock(path: Path) -> list[Jar]:
             continue
         fields = line.split()
         if len(fields) != 2 or not _COORDINATE.match(fields[0]) or not _SHA256.match(fields[1]):
-            raise JarError(f"{path}:{number}: expected 'group:artifact:version sha256', got {raw!r}")
+            raise JarError(f"{path}:{number}: expected 'group:artifact:version[:classifier] sha256', got {raw!r}")
         jars.append(Jar(fields[0], fields[1]))
     return jars
 
@@ -75,9 +81,10 @@ def _pom(jars: list[Jar], remote: str | None) -> str:
     """A project whose only purpose is to make Maven resolve ``jars`` (and nothing they depend on)."""
     dependencies = "".join(
         f"<dependency><groupId>{g}</groupId><artifactId>{a}</artifactId><version>{v}</version>"
+        f"{f'<classifier>{c}</classifier>' if c else ''}"
         "<exclusions><exclusion><groupId>*</groupId><artifactId>*</artifactId></exclusion></exclusions>"
         "</dependency>"
-        for g, a, v in (jar.coordinate.split(":") for jar in jars)
+        for g, a, v, c in (jar.parts for jar in jars)
     )
     repositories = (
         f"<repositories><repository><id>ctas</id><url>{escape(remote)}</url></repository></repositories>"
@@ -102,7 +109,7 @@ def _download(jars: list[Jar], into: Path = MAVEN_REPOSITORY) -> dict[Jar, Path]
         done = subprocess.run(command, capture_output=True, text=True, check=False)
     paths: dict[Jar, Path] = {}
     for jar in jars:
-        group, artifact, version = jar.coordinate.split(":")
+        group, artifact, version, _ = jar.parts
         path = into.joinpath(*group.split("."), artifact, version, jar.file_name)
         if not path.is_file():
             raise JarError(f"mvn could not fetch {jar.coordinate}:\n{(done.stdout + done.stderr)[-2000:]}")

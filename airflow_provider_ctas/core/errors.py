@@ -121,6 +121,13 @@ class StorageAccessError(CtasError):
     retryable = False
 
 
+class CatalogUnavailableError(CtasError):
+    """The table's catalog service (an Iceberg REST catalog) could not be reached or refused the
+    credentials. Raised before any data is written; a retry may find it back."""
+
+    code = "CATALOG_UNAVAILABLE"
+
+
 # What S3A (and the GCS/ABFS connectors) say when a bucket is missing or access is refused.
 STORAGE_NOT_FOUND_MARKERS = ("UnknownStoreException", "NoSuchBucket", "ContainerNotFound", "bucket does not exist")
 STORAGE_ACCESS_MARKERS = ("AccessDeniedException", "InvalidAccessKeyId", "SignatureDoesNotMatch", "NoAuthWithAWS")

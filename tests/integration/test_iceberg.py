@@ -13,9 +13,9 @@ from typing import Any
 
 import pytest
 
+from airflow_provider_ctas.catalogs.iceberg.fence import FENCE_PREFIX, LEGACY_BEGUN_PREFIX
 from airflow_provider_ctas.catalogs.iceberg.metadata import SPARK_CATALOG_CLASS, IcebergCatalog
 from airflow_provider_ctas.catalogs.iceberg.rebase import REBASED_FROM
-from airflow_provider_ctas.catalogs.iceberg.table import BEGUN_PREFIX, FENCE_PREFIX
 from airflow_provider_ctas.core import markers
 from airflow_provider_ctas.core.errors import InvalidInputError, UnsupportedTargetError
 from airflow_provider_ctas.core.transaction import TransactionKey
@@ -67,7 +67,7 @@ def _leftovers(reader: IcebergReader, database: str, table: str) -> list[str]:
     staging = [r[1] for r in reader.rows(f"SHOW TABLES IN {CATALOG}.{database}") if r[1].startswith("__ctas_")]
     branches = [b for b in reader.branches(table) if b != "main"] if reader.exists(table) else []
     props = reader.properties(table) if reader.exists(table) else {}
-    fences = [k for k in props if k.startswith((FENCE_PREFIX, BEGUN_PREFIX))]
+    fences = [k for k in props if k.startswith((FENCE_PREFIX, LEGACY_BEGUN_PREFIX))]
     return staging + branches + fences
 
 
@@ -159,7 +159,8 @@ def test_iceberg_lifecycle(stack, spark, reader, on_spark41, database):
         ({}, InvalidInputError, "catalog 'lake' is not configured; set in the operator's conf: "
          "spark.sql.catalog.lake=org.apache.iceberg.spark.SparkCatalog"),
         ({"": "org.example.OtherCatalog"}, UnsupportedTargetError, "the Iceberg strategy serves"),
-        ({"": SPARK_CATALOG_CLASS, ".type": "hadoop"}, UnsupportedTargetError, "not Hive-metastore-backed"),
+        ({"": SPARK_CATALOG_CLASS, ".type": "hadoop"}, UnsupportedTargetError, "is type='hadoop'; the Iceberg"),
+        ({"": SPARK_CATALOG_CLASS, ".type": "rest"}, InvalidInputError, "a REST catalog without a URL; set spark.sql"),
         ({"": SPARK_CATALOG_CLASS, ".type": "hive"}, InvalidInputError,
          "the Iceberg runtime is not on the driver's classpath"),
     ],
@@ -301,7 +302,7 @@ def test_gc_removes_what_a_killed_try_left_and_nothing_else(stack, spark, reader
              table_format="iceberg", conf=on_spark41)  # fmt: skip
     kill_task_at("ice_gc_killed", "gc_killed", "after_prepare", target, tmp_path)
     left = _leftovers(reader, database, target)
-    assert len(left) == 3 and any(name.startswith("ctas_") for name in left), left
+    assert len(left) == 2 and any(name.startswith("ctas_") for name in left), left
 
     old = "2020-01-01T00:00:00+00:00"
     orphan_txn = "0123456789abcdef" * 2

@@ -39,7 +39,7 @@ def test_lock_lines_are_validated(tmp_path):
     assert fetch_jars.read_lock(lock) == [fetch_jars.Jar("org.a:b:1.0", "ab" * 32)]
     for bad in ("org.a:b:1.0", "org.a:b " + "ab" * 32, "org.a:b:1.0 XYZ", "org.a:b:1;rm -rf / " + "ab" * 32):
         lock.write_text(bad + "\n")
-        with pytest.raises(fetch_jars.JarError, match="expected 'group:artifact:version sha256'"):
+        with pytest.raises(fetch_jars.JarError, match=r"expected 'group:artifact:version\[:classifier\] sha256'"):
             fetch_jars.read_lock(lock)
 
 

@@ -20,17 +20,17 @@ abort    drops this and earlier tries' staging tables and branches (their marker
 
 from __future__ import annotations
 
-import json
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from typing import TYPE_CHECKING, Any
 
 from airflow_provider_ctas.catalogs.analysis import analyse_query, describe_schema
 from airflow_provider_ctas.catalogs.audit import AuditTarget
 from airflow_provider_ctas.catalogs.existing_target import after_lost_race, nothing_to_do
+from airflow_provider_ctas.catalogs.iceberg import fence
 from airflow_provider_ctas.catalogs.iceberg import metadata as md
 from airflow_provider_ctas.catalogs.iceberg.metadata import IcebergCatalog
 from airflow_provider_ctas.catalogs.iceberg.rebase import partition_names, rebase
-from airflow_provider_ctas.catalogs.iceberg.table import IcebergTable, begun_key, branch_try, fence_key
+from airflow_provider_ctas.catalogs.iceberg.table import IcebergTable, branch_try
 from airflow_provider_ctas.catalogs.metastore.catalog import now_iso
 from airflow_provider_ctas.catalogs.phase_executor import PhaseExecutor
 from airflow_provider_ctas.catalogs.provenance import new_table_properties, try_markers
@@ -100,6 +100,7 @@ class IcebergExecutor(PhaseExecutor[IcebergTable]):
             return
         schema = self._analyse()
         if existing is None:
+            catalog.check_publish_by_rename()
             report.touched.append(self._create_staging(schema))
         else:
             report.touched.append(self._create_branch(existing, schema))
@@ -147,11 +148,12 @@ class IcebergExecutor(PhaseExecutor[IcebergTable]):
                 f"{target} is partitioned by {[str(f) for f in current.spec().fields()]}, not by the columns "
                 f"{list(self.table.partition_by)}; overwrite_partitions keeps the table's partitioning"
             )
-        branch, fence = self.table.branch, fence_key(txn)
-        begun = json.dumps({"begun_at": now_iso(), "task": self.table.key.to_dict()}, sort_keys=True)
+        branch, catalog = self.table.branch, self._catalog()
+        begun = fence.begun_record(now_iso(), self.table.key.to_dict())
 
         def stage(base: Any, builder: Any) -> Any:
-            fenced_at = int(md.properties(base).get(fence, "0"))
+            props = md.properties(base)
+            fenced_at = fence.newest(props, txn) or 0
             if fenced_at > try_number:
                 raise FencedError(f"try {fenced_at} of this task instance has begun; try {try_number} must not")
             main = md.main_snapshot(base)
@@ -161,11 +163,14 @@ class IcebergExecutor(PhaseExecutor[IcebergTable]):
                 )
             builder = _without_other_tries(base, builder, txn, try_number)
             self.base_snapshot = main
-            return builder.setRef(branch, self._catalog().branch_ref(main)).setProperties(
-                {fence: str(try_number), begun_key(txn): begun}
+            older = fence.keys_of(props, txn, up_to=try_number - 1)
+            if older:
+                builder = builder.removeProperties(catalog.java_set(older))
+            return builder.setRef(branch, catalog.branch_ref(main)).setProperties(
+                {fence.fence_key(txn, try_number): begun}
             )
 
-        self._catalog().commit(existing, stage)
+        catalog.commit(existing, stage)
         # Spark's catalog caches table metadata; the write must see the branch just made.
         self.spark.sql(f"REFRESH TABLE {target.quoted}")
         self.details["publish_mechanism"] = "branch"
@@ -309,7 +314,7 @@ class IcebergExecutor(PhaseExecutor[IcebergTable]):
 
     def _publish_branch(self, report: PhaseReport) -> None:
         catalog, target, txn, try_number = self._catalog(), self.table.target, self.table.txn_id, self.table.try_number
-        branch, fence = self.table.branch, fence_key(txn)
+        branch = self.table.branch
         existing = catalog.load(target)
         if existing is None:
             raise PublishError(f"{target} was dropped while this try ran; nothing was published")
@@ -324,16 +329,9 @@ class IcebergExecutor(PhaseExecutor[IcebergTable]):
         staged_nothing = partial and self.details.get("snapshot_id") == self.base_snapshot
         moved: list[int] = []
 
-        def still_ours(base: Any) -> None:
-            fenced_at = md.properties(base).get(fence)
-            if fenced_at != str(try_number) or branch not in md.refs(base):
-                raise FencedError(
-                    f"try {fenced_at or 'of another run'} of this task instance took over {target}; try "
-                    f"{try_number} must not publish"
-                )
-
         def publish(base: Any, builder: Any) -> Any | None:
-            still_ours(base)
+            self._still_ours(base)
+            self.fault("publish_checked")  # tests: a newer try begins between this check and the commit
             staged = md.refs(base)[branch]
             moved.clear()
             if not staged_nothing and self._main_moved(base, staged):
@@ -344,18 +342,22 @@ class IcebergExecutor(PhaseExecutor[IcebergTable]):
             # An earlier try's branch here was re-made by a zombie's late write: it goes too.
             return (
                 _without_other_tries(base, builder, txn, try_number)
+                .setRef(branch, catalog.branch_ref(staged, asserted=True))
                 .removeRef(branch)
-                .removeProperties(catalog.java_set([fence, begun_key(txn)]))
+                .removeProperties(catalog.java_set(fence.keys_of(md.properties(base), txn)))
                 .setProperties(provenance)
             )
 
+        def landed(base: Any) -> bool:
+            props = md.properties(base)
+            return props.get(markers.PUBLISHED_AT) == published_at and markers.owned_by(props, txn)
+
         staged = self.details["snapshot_id"]
         for _ in range(REBASES):
-            catalog.commit(existing, publish)
-            if not moved:
+            if self._commit_or_decide(existing, publish, landed, report) or not moved:
                 break
             staged = rebase(catalog, existing, branch=branch, staged=moved[0], began_from=self.base_snapshot or 0,
-                            still_ours=still_ours, summary=provenance)  # fmt: skip
+                            still_ours=self._still_ours, summary=provenance)  # fmt: skip
             report.touched.append(f"{target} (branch {branch}: partitions re-applied on the moved main, {staged})")
             self.details["snapshot_id"] = staged
         else:
@@ -365,6 +367,52 @@ class IcebergExecutor(PhaseExecutor[IcebergTable]):
         if partial:
             self.details["publish"]["partitions"] = [] if staged_nothing else partition_names(existing, staged)
         report.touched.append(f"{target} (main -> snapshot {self.details.get('snapshot_id')} of branch {branch})")
+
+    def _still_ours(self, base: Any) -> None:
+        """Raises unless this try's fence is the newest on ``base`` and its branch is there."""
+        try_number = self.table.try_number
+        raised = fence.tries(md.properties(base), self.table.txn_id)
+        if try_number not in raised or max(raised) != try_number or self.table.branch not in md.refs(base):
+            newer = max(raised) if raised else None
+            raise FencedError(
+                f"try {newer if newer and newer != try_number else 'of another run'} of this task instance "
+                f"took over {self.table.target}; try {try_number} must not publish"
+            )
+
+    def _commit_or_decide(
+        self, existing: Any, change: Callable[[Any, Any], Any | None], landed: Callable[[Any], bool],
+        report: PhaseReport,
+    ) -> bool:  # fmt: skip
+        """Commits ``change``; True when the catalog did not report the outcome and the table showed
+        it had applied.
+
+        Without an outcome, this try's branch is removed first, so that the request, should it still
+        be in flight, can no longer apply (it requires the branch at its staged snapshot), and the
+        table read once more decides."""
+        catalog = self._catalog()
+        try:
+            catalog.commit(existing, change)
+            return False
+        except md.CommitUnknown as exc:
+            unknown = exc
+        try:
+            if not landed(catalog.refresh(existing)):
+                report.touched += self._drop_branches(up_to=self.table.try_number)
+                if not landed(catalog.refresh(existing)):
+                    raise PublishError(
+                        f"the catalog did not confirm the publish and {self.table.target} does not show it: nothing "
+                        "was published, this try's branch is removed"
+                    ) from unknown
+        except PublishError:
+            raise
+        except Exception as exc:  # noqa: BLE001 - whatever the catalog says, the outcome is not known
+            raise PublishError(
+                f"the catalog did not confirm the publish of {self.table.target} and cannot be read now "
+                f"({first_line(exc)}); the next try's begin removes this try's branch first, so the publish either "
+                "shows in the table by then or never will"
+            ) from unknown
+        report.note = "the catalog did not confirm the publish; the table shows it, so it happened"
+        return True
 
     def _main_moved(self, base: Any, staged: int) -> bool:
         """Whether ``main`` has moved past the snapshot this try's branch was staged on: an
@@ -412,7 +460,7 @@ class IcebergExecutor(PhaseExecutor[IcebergTable]):
 
     def _drop_branches(self, up_to: int) -> list[str]:
         """Branches of tries ``<= up_to``, and the fence if it names one of them: one metadata swap."""
-        catalog, txn, fence = self._catalog(), self.table.txn_id, fence_key(self.table.txn_id)
+        catalog, txn = self._catalog(), self.table.txn_id
         existing = catalog.load(self.table.target)
         if existing is None:
             return []
@@ -420,13 +468,12 @@ class IcebergExecutor(PhaseExecutor[IcebergTable]):
 
         def drop(base: Any, builder: Any) -> Any | None:
             dropped[:] = [n for n in md.refs(base) if (t := branch_try(n, txn)) is not None and t <= up_to]
-            fenced_at = md.properties(base).get(fence)
-            stale_fence = fenced_at is not None and fenced_at.isdigit() and int(fenced_at) <= up_to
-            if not dropped and not stale_fence:
+            stale = fence.keys_of(md.properties(base), txn, up_to=up_to)
+            if not dropped and not stale:
                 return None
             for name in dropped:
                 builder = builder.removeRef(name)
-            return builder.removeProperties(catalog.java_set([fence, begun_key(txn)])) if stale_fence else builder
+            return builder.removeProperties(catalog.java_set(stale)) if stale else builder
 
         catalog.commit(existing, drop)
         return [f"{self.table.target} (branch {name} dropped)" for name in dropped]

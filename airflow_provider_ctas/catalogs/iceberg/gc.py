@@ -2,12 +2,12 @@
 try of its task instance ran (a worker lost, retries exhausted after a kill).
 
 Per namespace it finds staging tables under reserved names that carry their markers, and on every
-other table the fences (``airflow_ctas.fence.<txn>``) with the branches of that transaction. A
-staging table goes with its files; a fence goes with its branches in one metadata swap that
-happens only if the fence still names the same try (a newer try may have begun meanwhile). The
-snapshots of a dropped branch are then unreferenced, and Iceberg's own snapshot expiry deletes
-their files. Age is the try's begin time recorded beside the fence (``fence_begun``); a branch
-without one is kept, since a running try's branch cannot be told apart from it.
+other table the fences (``fence.py``) with the branches of their transaction. A staging table goes
+with its files; a transaction's fences go with its branches in one metadata swap that happens only
+if no newer try raised a fence meanwhile. The snapshots of a dropped branch are then unreferenced,
+and Iceberg's own snapshot expiry deletes their files. Age is the newest try's begin time recorded
+in its fence; a branch without a fence is kept, since a running try's branch cannot be told apart
+from it.
 """
 
 from __future__ import annotations
@@ -15,9 +15,10 @@ from __future__ import annotations
 from typing import TYPE_CHECKING, Any
 
 from airflow_provider_ctas.catalogs.gc_ledger import GcLedger, GcParams
+from airflow_provider_ctas.catalogs.iceberg import fence
 from airflow_provider_ctas.catalogs.iceberg import metadata as md
 from airflow_provider_ctas.catalogs.iceberg.metadata import IcebergCatalog
-from airflow_provider_ctas.catalogs.iceberg.table import BRANCH_PREFIX, FENCE_PREFIX, begun_key, branch_try, fence_key
+from airflow_provider_ctas.catalogs.iceberg.table import BRANCH_PREFIX, branch_try
 from airflow_provider_ctas.catalogs.metastore import ownership
 from airflow_provider_ctas.core import markers
 from airflow_provider_ctas.core.identifiers import TableRef, validate_name
@@ -73,9 +74,10 @@ class IcebergGc:
             return
         current = table.operations().refresh()
         props = md.properties(current)
-        fenced = {key[len(FENCE_PREFIX) :]: value for key, value in props.items() if key.startswith(FENCE_PREFIX)}
-        for txn_id, try_number in sorted(fenced.items()):
-            begun = markers.json_object(props.get(begun_key(txn_id))) or {}  # unreadable: kept
+        fenced = fence.all_fences(props)
+        for txn_id, raised in sorted(fenced.items()):
+            try_number = max(raised)
+            begun = fence.began(props, txn_id, try_number)  # unreadable: kept
             what = f"{ref.qualified} (fence of try {try_number} and branches of transaction {txn_id})"
             if self.ledger.blocked(what, txn_id, begun.get("begun_at"), begun.get("task") or {}):
                 continue
@@ -90,16 +92,16 @@ class IcebergGc:
             if name.startswith(BRANCH_PREFIX) and not any(name.startswith(f"{BRANCH_PREFIX}{tag}_t") for tag in tags):
                 self.ledger.note("kept", f"{ref.qualified} (branch {name})", "no fence records when its try began")
 
-    def _clear(self, table: Any, txn_id: str, try_number: str) -> list[str] | None:
-        """Drop the transaction's fence, begin record and branches in one swap, if the fence still
-        names ``try_number``; the branch names, or None when it names another try now."""
-        fence, begun = fence_key(txn_id), begun_key(txn_id)
+    def _clear(self, table: Any, txn_id: str, try_number: int) -> list[str] | None:
+        """Drop the transaction's fences and branches in one swap, if ``try_number`` is still the
+        newest try that began; the branch names, or None when a newer one began."""
         removed: list[str] = []
         changed = True
 
         def clear(base: Any, builder: Any) -> Any | None:
             nonlocal changed
-            if md.properties(base).get(fence) != try_number:
+            props = md.properties(base)
+            if fence.newest(props, txn_id) != try_number:
                 changed = False
                 return None
             removed[:] = [name for name in md.refs(base) if branch_try(name, txn_id) is not None]
@@ -107,7 +109,7 @@ class IcebergGc:
                 return None
             for name in removed:
                 builder = builder.removeRef(name)
-            return builder.removeProperties(self.catalog.java_set([fence, begun]))
+            return builder.removeProperties(self.catalog.java_set(fence.keys_of(props, txn_id)))
 
         self.catalog.commit(table, clear)
         return removed if changed else None

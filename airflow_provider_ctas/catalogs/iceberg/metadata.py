@@ -17,7 +17,12 @@ import time
 from collections.abc import Callable, Iterable, Mapping
 from typing import TYPE_CHECKING, Any
 
-from airflow_provider_ctas.core.errors import InvalidInputError, PublishError, UnsupportedTargetError
+from airflow_provider_ctas.core.errors import (
+    CatalogUnavailableError,
+    InvalidInputError,
+    PublishError,
+    UnsupportedTargetError,
+)
 from airflow_provider_ctas.core.identifiers import TableRef
 from airflow_provider_ctas.core.markers import TXN_ID
 from airflow_provider_ctas.spark.engine import is_connect
@@ -29,11 +34,22 @@ if TYPE_CHECKING:
 
 SPARK_CATALOG_CLASS = "org.apache.iceberg.spark.SparkCatalog"
 COMMIT_ATTEMPTS = 5
+ASSERTED_REF_AGE_MS = 86_400_000
+REFRESH_ATTEMPTS = 6
+CATALOG_TYPES = ("hive", "rest")
+_OUTCOME_UNKNOWN = (
+    "CommitStateUnknownException",
+    # A REST catalog's transport failures and 5xx answers: the request may have been applied.
+    "RESTException",
+    "ServiceFailureException",
+    "ServiceUnavailableException",
+)
 _NOT_FOUND = ("NoSuchTableException", "NoSuchIcebergTableException", "NoSuchObjectException")
 
 
-class Conflict(Exception):
-    """``base`` was no longer current when the swap ran: re-read and re-check."""
+class CommitUnknown(PublishError):
+    """The catalog took the commit but did not say whether it applied it (a timeout, a 5xx, a lost
+    connection): the caller re-reads the table and decides, it never guesses."""
 
 
 def java_class(exc: BaseException) -> str:
@@ -62,15 +78,50 @@ class IcebergCatalog:
         if impl != SPARK_CATALOG_CLASS:
             raise UnsupportedTargetError(f"catalog {name!r} is {impl}; the Iceberg strategy serves {example}")
         options = {k[len(prefix) + 1 :]: v for k, v in conf.items() if k.startswith(prefix + ".")}
-        if options.get("type", "hive") != "hive" or "catalog-impl" in options:
+        self.type = options.get("type", "hive")
+        if self.type not in CATALOG_TYPES or "catalog-impl" in options:
             raise UnsupportedTargetError(
-                f"catalog {name!r} is not Hive-metastore-backed (type={options.get('type')!r}); the Iceberg "
-                f"strategy is tested with {prefix}.type=hive only"
+                f"catalog {name!r} is type={options.get('type')!r}"
+                f"{' with catalog-impl' if 'catalog-impl' in options else ''}; the Iceberg strategy serves a Hive "
+                f"metastore ({prefix}.type=hive) or a REST catalog ({prefix}.type=rest, {prefix}.uri=<its URL>)"
             )
+        if self.type == "rest" and not options.get("uri"):
+            raise InvalidInputError(f"catalog {name!r} is a REST catalog without a URL; set {prefix}.uri")
         require_runtime(spark, SPARK_CATALOG_CLASS, "Iceberg", "the jar iceberg-spark-runtime-<spark minor>_2.13")
         hadoop_conf = session._jsc.hadoopConfiguration()
-        self.uri = str(options.get("uri") or hadoop_conf.get("hive.metastore.uris") or "")
-        self.catalog = self.jvm.org.apache.iceberg.CatalogUtil.buildIcebergCatalog(name, options, hadoop_conf)
+        fallback = hadoop_conf.get("hive.metastore.uris") if self.type == "hive" else None
+        self.uri = str(options.get("uri") or fallback or "")
+        try:
+            self.catalog = self.jvm.org.apache.iceberg.CatalogUtil.buildIcebergCatalog(name, options, hadoop_conf)
+        except Exception as exc:
+            if self.type != "rest":
+                raise
+            # A REST catalog asks its server for its configuration as it starts.
+            raise CatalogUnavailableError(
+                f"the REST catalog {name!r} at {self.uri} did not answer ({first_line(exc)}); check {prefix}.uri "
+                f"and its credentials ({prefix}.credential or {prefix}.token)"
+            ) from exc
+
+    def check_publish_by_rename(self) -> None:
+        """A new Iceberg table is published by a catalog rename, which the REST specification makes
+        optional: a REST catalog that does not offer it is refused before any data is written. The
+        probe renames a table that does not exist, so it changes nothing either way."""
+        if self.type != "rest":
+            return
+        missing = self.jvm.org.apache.iceberg.catalog.TableIdentifier.parse("__ctas_rename_probe.absent")
+        try:
+            self.catalog.renameTable(missing, missing)
+        except Exception as exc:
+            name = java_class(exc)
+            if name.endswith("UnsupportedOperationException"):
+                raise UnsupportedTargetError(
+                    f"the REST catalog {self.name!r} does not offer renaming tables, which publishing a new Iceberg "
+                    "table needs; create the table once (empty) by other means, then use mode='replace'"
+                ) from exc
+            if not name.endswith(("NoSuchTableException", "NoSuchNamespaceException")):
+                raise CatalogUnavailableError(
+                    f"the REST catalog {self.name!r} at {self.uri} failed a rename check: {first_line(exc)}"
+                ) from exc
 
     def _ident(self, ref: TableRef) -> Any:
         # ``of`` is varargs, which py4j cannot call; the parts are validated names, so no dot inside.
@@ -144,7 +195,20 @@ class IcebergCatalog:
                 if name.endswith("CommitFailedException") and attempt < COMMIT_ATTEMPTS:
                     time.sleep(0.2 * attempt)
                     continue
+                if name.rsplit(".", 1)[-1] in _OUTCOME_UNKNOWN:
+                    raise CommitUnknown(f"{table.name()}: the catalog did not say whether the commit applied") from exc
                 raise PublishError(f"could not commit {table.name()}'s metadata ({name}): {first_line(exc)}") from exc
+        raise AssertionError("unreachable")
+
+    def refresh(self, table: Any, attempts: int = REFRESH_ATTEMPTS) -> Any:
+        """The table's current metadata, asking again while the catalog does not answer."""
+        for attempt in range(1, attempts + 1):
+            try:
+                return table.operations().refresh()
+            except Exception:
+                if attempt == attempts:
+                    raise
+                time.sleep(min(2.0 * attempt, 10.0))
         raise AssertionError("unreachable")
 
     def java_set(self, items: Iterable[str]) -> Any:
@@ -153,8 +217,13 @@ class IcebergCatalog:
             result.add(item)
         return result
 
-    def branch_ref(self, snapshot_id: int) -> Any:
-        return self.jvm.org.apache.iceberg.SnapshotRef.branchBuilder(snapshot_id).build()
+    def branch_ref(self, snapshot_id: int, asserted: bool = False) -> Any:
+        """A branch at ``snapshot_id``. ``asserted`` gives it a retention no branch of ours has, so
+        that setting it is a change: a REST commit then requires the branch to be at that snapshot
+        on the server (``assert-ref-snapshot-id``), which is how a publish that also removes the
+        branch proves it is still this try's."""
+        builder = self.jvm.org.apache.iceberg.SnapshotRef.branchBuilder(snapshot_id)
+        return (builder.maxRefAgeMs(ASSERTED_REF_AGE_MS) if asserted else builder).build()
 
 
 def properties(metadata: Any) -> dict[str, str]:

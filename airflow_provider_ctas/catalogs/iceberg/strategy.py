@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 from typing import TYPE_CHECKING, Any
+from urllib.parse import urlsplit
 
 from airflow_provider_ctas.catalogs.iceberg.table import FORMAT, IcebergTable
 from airflow_provider_ctas.catalogs.metastore.namespace import METASTORE_URIS, metastore_namespace
@@ -22,16 +23,27 @@ def _driver() -> DriverSide:
 
 
 def lineage_namespace(conf: Mapping[str, Any] | None, details: Mapping[str, Any] | None = None) -> str:
-    """The metastore of the Iceberg catalog: the one the driver reported, else the only Iceberg
-    catalog's ``uri`` in the operator's conf, else the Hadoop ``hive.metastore.uris`` it falls back to."""
-    if details and isinstance(details.get("metastore_uris"), str):
-        return metastore_namespace(None, details)
+    """The Iceberg catalog: the one the driver reported, else the only Iceberg catalog's ``uri`` in
+    the operator's conf, else the Hadoop ``hive.metastore.uris`` it falls back to. A Hive metastore
+    is ``hive://host:port``; a REST catalog is named by its URL (``http(s)://host:port/path``)."""
+    reported = (details or {}).get("metastore_uris")
+    if isinstance(reported, str):
+        return _rest_namespace(reported) or metastore_namespace(None, details)
     conf = dict(conf or {})
     catalogs = [key for key, value in conf.items() if value == SPARK_CATALOG_CLASS and key.count(".") == 3]
     uris = {str(conf[f"{key}.uri"]) for key in catalogs if conf.get(f"{key}.uri")}
     if len(uris) == 1:
-        return metastore_namespace({METASTORE_URIS: uris.pop()}, None)
+        uri = uris.pop()
+        return _rest_namespace(uri) or metastore_namespace({METASTORE_URIS: uri}, None)
     return metastore_namespace(conf, None)
+
+
+def _rest_namespace(uri: str) -> str | None:
+    parsed = urlsplit(uri.strip())
+    if parsed.scheme not in ("http", "https") or not parsed.hostname:
+        return None
+    port = parsed.port or (443 if parsed.scheme == "https" else 80)
+    return f"{parsed.scheme}://{parsed.hostname}:{port}{parsed.path.rstrip('/')}"
 
 
 STRATEGY = Strategy(

@@ -15,13 +15,11 @@ from dataclasses import dataclass
 
 from airflow_provider_ctas.catalogs.table_modes import WholeTable
 from airflow_provider_ctas.core import markers
-from airflow_provider_ctas.core.identifiers import PROVIDER_PROPERTY_PREFIX, TableRef, validate_target
+from airflow_provider_ctas.core.identifiers import TableRef, validate_target
 from airflow_provider_ctas.core.transaction import register_kind
 
 FORMAT = "iceberg"
 BRANCH_PREFIX = "ctas_"
-FENCE_PREFIX = PROVIDER_PROPERTY_PREFIX + "fence."
-"""``airflow_ctas.fence.<txn_id>`` on a replaced target: the newest try of that transaction that began."""
 
 
 def branch_name(txn_id: str, try_number: int) -> str:
@@ -33,19 +31,6 @@ def branch_try(name: str, txn_id: str) -> int | None:
     prefix = f"{BRANCH_PREFIX}{markers.txn_tag(txn_id)}_t"
     rest = name[len(prefix) :] if name.startswith(prefix) else ""
     return int(rest) if rest.isdigit() else None
-
-
-BEGUN_PREFIX = PROVIDER_PROPERTY_PREFIX + "fence_begun."
-"""``airflow_ctas.fence_begun.<txn_id>``, set and removed with the fence: when that try began and for
-which task instance (JSON), so that GC can tell a killed try's branch from a running one's."""
-
-
-def fence_key(txn_id: str) -> str:
-    return FENCE_PREFIX + txn_id
-
-
-def begun_key(txn_id: str) -> str:
-    return BEGUN_PREFIX + txn_id
 
 
 @register_kind

@@ -1,0 +1,184 @@
+"""The Iceberg strategy on a REST catalog: the Iceberg project's own ``RESTCatalogServer`` (started
+by ``ctas_devstack/iceberg_rest.py``, its state in a SQLite file), through the real operator, its
+driver on Spark 4.1 with the 1.11 runtime. An independent reader (its own Spark 4.1 JVM) checks the
+tables through the same server.
+
+A REST commit checks only the requirements it carries (refs, schema, spec), never table
+properties; these tests prove the fence still holds there, where the Hive catalog's whole-metadata
+compare-and-swap is not available.
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from airflow_provider_ctas.catalogs.iceberg.fence import FENCE_PREFIX
+from airflow_provider_ctas.core import markers
+from ctas_devstack.iceberg_rest import IcebergRestCatalog
+from tests.support.dags import DAGS_FOLDER, make_dag, run_dag, xcom_value
+from tests.support.faults import Trial, check_observations, summarize, wait_for_drivers_to_exit
+from tests.support.iceberg import SPARK_FOR_ICEBERG, iceberg_jar
+from tests.support.processes import wait_for_line
+from tests.support.spark_versions import on_release
+from tests.support.table_reader import TablePoller, TableReader
+
+pytestmark = [pytest.mark.integration, pytest.mark.slow, pytest.mark.formats]
+
+CATALOG = "lake"
+NAMESPACE = "analytics"
+TRY_SQL = "SELECT id, CAST({{ ti.try_number }} AS BIGINT) AS written_by_try FROM range(100)"
+
+
+@pytest.fixture(scope="module")
+def rest(tmp_path_factory) -> Iterator[IcebergRestCatalog]:
+    server = IcebergRestCatalog(tmp_path_factory.mktemp("iceberg-rest")).start()
+    yield server
+    server.stop()
+
+
+@pytest.fixture(scope="module")
+def reader(rest, tmp_path_factory) -> Iterator[TableReader]:
+    conf = {"spark.jars": iceberg_jar(), **rest.conf(CATALOG), f"spark.sql.catalog.{CATALOG}.cache-enabled": "false"}
+    session = TableReader(conf, tmp_path_factory.mktemp("rest-reader") / "reader.log")
+    session.rows(f"CREATE NAMESPACE IF NOT EXISTS {CATALOG}.{NAMESPACE}")
+    yield session
+    session.close()
+
+
+@pytest.fixture
+def on_rest(monkeypatch, rest) -> dict[str, str]:
+    """A task's conf for the REST catalog; its spark-submit and driver are Spark 4.1's."""
+    env, conf = on_release(SPARK_FOR_ICEBERG, archive=True)
+    for key, value in env.items():
+        monkeypatch.setenv(key, value)
+    return {**conf, "spark.jars": iceberg_jar(), **rest.conf(CATALOG)}
+
+
+def _ctas(dag_id: str, conf: dict[str, str], **kwargs: Any) -> tuple[str, dict[str, Any]]:
+    run = run_dag(make_dag(dag_id, conf=conf, table_format="iceberg", **kwargs))
+    return run.task_state, xcom_value(dag_id, run.run_id, "ctas_transaction") or {}
+
+
+def _leftovers(reader: TableReader, table: str) -> list[str]:
+    """Staging tables in the namespace, branches other than main and fences on the table."""
+    staging = [r[1] for r in reader.rows(f"SHOW TABLES IN {CATALOG}.{NAMESPACE}") if r[1].startswith("__ctas_")]
+    if not reader.exists(table):
+        return staging
+    branches = [r[0] for r in reader.rows(f"SELECT name FROM {table}.refs WHERE name != 'main'")]
+    fences = [key for key in reader.properties(table) if key.startswith(FENCE_PREFIX)]
+    return staging + branches + fences
+
+
+def test_rest_catalog_create_replace_overwrite_and_audit(stack, rest, reader, on_rest):
+    target = f"{CATALOG}.{NAMESPACE}.events"
+    state, txn = _ctas("rest_create", on_rest, target_table=target, mode="create", partition_by=["k"],
+                       sql="SELECT id, id % 3 AS k FROM range(300)",
+                       checks=[{"type": "unique", "columns": ["id"]}])  # fmt: skip
+    assert state == "success", txn
+    assert txn["details"]["publish"]["mechanism"] == "rename"
+    assert txn["details"]["metastore_uris"] == rest.uri, "lineage names the REST catalog"
+    assert reader.value(f"SELECT count(*) FROM {target}") == 300
+    assert reader.properties(target)[markers.ROW_COUNT] == "300"
+
+    # A check that fails on the branch: main keeps its version; the branch and fence go.
+    state, txn = _ctas("rest_audit_fails", on_rest, target_table=target, mode="replace",
+                       sql="SELECT id, id % 3 AS k FROM range(10)",
+                       checks=[{"type": "row_count_change", "min_ratio": 0.5}])  # fmt: skip
+    assert state == "failed" and txn["details"]["error"]["code"] == "AUDIT_FAILED", txn
+    assert reader.value(f"SELECT count(*) FROM {target}") == 300
+    assert _leftovers(reader, target) == []
+
+    state, txn = _ctas("rest_replace", on_rest, target_table=target, mode="replace",
+                       sql="SELECT id, id % 3 AS k FROM range(60)")  # fmt: skip
+    assert state == "success", txn
+    assert txn["details"]["publish"]["mechanism"] == "branch"
+    assert reader.value(f"SELECT count(*) FROM {target}") == 60
+    assert _leftovers(reader, target) == []
+
+    state, txn = _ctas("rest_partitions", on_rest, target_table=target, mode="overwrite_partitions",
+                       partition_by=["k"], sql="SELECT id, 7 AS k FROM range(5)")  # fmt: skip
+    assert state == "success", txn
+    assert txn["details"]["publish"]["partitions"] == ["k=7"]
+    assert reader.rows(f"SELECT k, count(*) FROM {target} GROUP BY k ORDER BY k") == [[0, 20], [1, 20], [2, 20], [7, 5]]
+    assert reader.properties(target)[markers.DAG_ID] == "rest_partitions"
+    assert _leftovers(reader, target) == []
+
+
+def test_a_zombie_try_is_fenced_by_the_rest_commit(stack, reader, on_rest, tmp_path):
+    """Try 1 is a zombie (its task still answers commit) that has checked its fence and is about to
+    send its publish; try 2 begins right then (removing try 1's branch, raising its own fence) and
+    stops after its write, so ``main`` has not moved. Try 1's commit must now fail on the server:
+    only the requirement on its branch can refuse it (properties are not compared by a REST commit,
+    and ``main`` is unchanged). Then try 2 publishes."""
+    target = f"{CATALOG}.{NAMESPACE}.fenced"
+    reader.rows(f"CREATE TABLE {target} USING iceberg AS SELECT id, CAST(0 AS BIGINT) AS written_by_try FROM range(5)")
+    dag_id = "rest_zombie"
+    make_dag(dag_id, retries=3, target_table=target, mode="replace", sql=TRY_SQL, table_format="iceberg",
+             conf=on_rest)  # fmt: skip
+    progress, release1, release2 = tmp_path / "progress", tmp_path / "release1", tmp_path / "release2"
+    dag_file = DAGS_FOLDER / f"{dag_id}.py"
+    with TablePoller(reader, target) as poller:
+        faults1 = {"progress_file": str(progress), "publish_checked": {"wait_for": str(release1), "only_try": 1}}
+        first = Trial(dag_file, dag_id, "zombie_run", tmp_path / "try1.log", faults1).start()
+        wait_for_line(progress, "publish_checked try=1", timeout=240)
+        faults2 = {"progress_file": str(progress), "after_prepare": {"wait_for": str(release2), "only_try": 2}}
+        second = Trial(dag_file, dag_id, "zombie_run", tmp_path / "try2.log", faults2).start()
+        wait_for_line(progress, "after_prepare try=2", timeout=240)
+        release1.touch()
+        wait_for_line(progress, "result phases=begin,prepare,commit ok=False FENCED", timeout=120)
+        assert reader.rows(f"SELECT DISTINCT written_by_try FROM {target}") == [[0]], "try 1 published nothing"
+        release2.touch()
+        assert second.wait() == "success"
+        first.wait()
+        wait_for_drivers_to_exit(target)
+    assert "commit: the task decided commit for try 1" in (tmp_path / "try1.log").read_text(errors="replace")
+    assert reader.rows(f"SELECT DISTINCT written_by_try FROM {target}") == [[2]]
+    assert _leftovers(reader, target) == []
+    problem = check_observations(poller.seen, {"5:0", "100:2"}, "100:2")
+    assert problem is None, summarize(poller.seen)
+
+
+def _restart(rest: IcebergRestCatalog) -> None:
+    IcebergRestCatalog(rest.root, rest.port).start()
+
+
+def test_an_unreachable_catalog_is_refused_at_begin_and_fails_a_publish_that_a_retry_then_makes(
+    stack, rest, reader, on_rest, tmp_path
+):
+    target = f"{CATALOG}.{NAMESPACE}.outage"
+    reader.rows(f"CREATE TABLE {target} USING iceberg AS SELECT id, CAST(0 AS BIGINT) AS written_by_try FROM range(5)")
+
+    rest.stop()
+    try:
+        state, txn = _ctas("rest_down", on_rest, target_table=target, mode="replace", sql="SELECT 1 AS id")
+    finally:
+        _restart(rest)
+    assert state == "failed" and txn["details"]["error"]["code"] == "CATALOG_UNAVAILABLE", txn
+    assert f"spark.sql.catalog.{CATALOG}.uri" in txn["details"]["error"]["message"], "says what to fix"
+    assert "prepare" not in [p["phase"] for p in txn["details"].get("phases", [])], "nothing was written"
+
+    dag_id = "rest_outage"
+    make_dag(dag_id, retries=1, target_table=target, mode="replace", sql=TRY_SQL, table_format="iceberg",
+             conf=on_rest)  # fmt: skip
+    progress, release = tmp_path / "progress", tmp_path / "release"
+    faults = {"progress_file": str(progress), "before_publish": {"wait_for": str(release), "only_try": 1}}
+    first = Trial(DAGS_FOLDER / f"{dag_id}.py", dag_id, "outage", tmp_path / "try1.log", faults).start()
+    wait_for_line(progress, "before_publish try=1", timeout=240)
+    rest.stop()
+    started = time.monotonic()
+    try:
+        release.touch()
+        assert first.wait() != "success"
+    finally:
+        _restart(rest)
+    assert reader.value(f"SELECT count(*) FROM {target}") == 5, "nothing was published"
+    second = Trial(DAGS_FOLDER / f"{dag_id}.py", dag_id, "outage", tmp_path / "try2.log").start().wait()
+    assert second == "success", Path(tmp_path / "try2.log").read_text(errors="replace")[-3000:]
+    assert reader.rows(f"SELECT DISTINCT written_by_try FROM {target}") == [[2]]
+    assert _leftovers(reader, target) == [], "try 2's begin removed what try 1's failed abort could not"
+    assert time.monotonic() - started < 240

@@ -1,0 +1,63 @@
+"""The per-try fences on a replaced Iceberg table (``catalogs/iceberg/fence.py``), and the REST
+catalog's lineage namespace. The commits that carry them run against real catalogs in
+``tests/integration/test_iceberg*.py``."""
+
+from __future__ import annotations
+
+import json
+
+from airflow_provider_ctas.catalogs.iceberg import fence
+from airflow_provider_ctas.catalogs.iceberg.strategy import lineage_namespace
+
+TXN, OTHER = "a" * 32, "b" * 32
+
+
+def _begun(try_number: int) -> tuple[str, str]:
+    return fence.fence_key(TXN, try_number), fence.begun_record(f"2026-11-27T0{try_number}:00:00+00:00", {"t": 1})
+
+
+def test_a_late_begin_of_an_older_try_does_not_hide_the_newer_one():
+    """Whatever order the two begins land in (a REST catalog applies property updates key by key),
+    the newest try that began is the one with the highest key."""
+    newer_first = dict([_begun(3)])
+    newer_first.update([_begun(2)])  # try 2's begin landed after try 3's
+    assert fence.newest(newer_first, TXN) == 3
+    assert sorted(fence.tries(newer_first, TXN)) == [2, 3]
+    assert fence.keys_of(newer_first, TXN, up_to=2) == [fence.fence_key(TXN, 2)], "try 3's abort-free cleanup"
+
+
+def test_fences_of_other_transactions_and_other_properties_are_not_ours():
+    props = {**dict([_begun(1)]), fence.fence_key(OTHER, 5): "{}", "owner": "kept", fence.FENCE_PREFIX + "x.y": "z"}
+    assert fence.newest(props, TXN) == 1
+    assert fence.newest(props, OTHER) == 5
+    assert fence.keys_of(props, TXN) == [fence.fence_key(TXN, 1)]
+    assert set(fence.all_fences(props)) == {TXN, OTHER}, "a key whose try is not a number is ignored"
+
+
+def test_when_a_try_began_is_read_back_and_unreadable_records_are_empty():
+    key, record = _begun(2)
+    assert fence.began({key: record}, TXN, 2) == {"begun_at": "2026-11-27T02:00:00+00:00", "task": {"t": 1}}
+    assert fence.began({key: "not json"}, TXN, 2) == {}
+    assert fence.began({key: record}, TXN, 3) == {}
+
+
+def test_an_earlier_releases_single_fence_is_read_and_removed_with_its_begin_record():
+    legacy = {
+        fence.FENCE_PREFIX + TXN: "4",
+        fence.LEGACY_BEGUN_PREFIX + TXN: json.dumps({"begun_at": "2026-11-01T00:00:00+00:00", "task": {}}),
+    }
+    assert fence.newest(legacy, TXN) == 4
+    assert fence.began(legacy, TXN, 4)["begun_at"] == "2026-11-01T00:00:00+00:00"
+    assert fence.keys_of(legacy, TXN) == [fence.FENCE_PREFIX + TXN, fence.LEGACY_BEGUN_PREFIX + TXN]
+    assert fence.keys_of(legacy, TXN, up_to=3) == [], "a newer try's fence stays"
+
+
+def test_a_rest_catalog_is_named_by_its_url_and_a_metastore_as_hive():
+    rest = {"spark.sql.catalog.lake": "org.apache.iceberg.spark.SparkCatalog", "spark.sql.catalog.lake.type": "rest"}
+    assert lineage_namespace({**rest, "spark.sql.catalog.lake.uri": "http://Catalog:8181/api/"}) == (
+        "http://catalog:8181/api"
+    )
+    assert lineage_namespace(None, {"metastore_uris": "https://polaris.example.com/api/catalog"}) == (
+        "https://polaris.example.com:443/api/catalog"
+    )
+    assert lineage_namespace(None, {"metastore_uris": "thrift://ms:9083"}) == "hive://ms:9083"
