@@ -22,6 +22,7 @@ from airflow_provider_ctas.core import markers
 from ctas_devstack.iceberg_rest import IcebergRestCatalog
 from tests.support.dags import DAGS_FOLDER, make_dag, run_dag, xcom_value
 from tests.support.faults import Trial, check_observations, summarize, wait_for_drivers_to_exit
+from tests.support.format_scenarios import FormatProbe, record_format_cell
 from tests.support.iceberg import SPARK_FOR_ICEBERG, iceberg_jar
 from tests.support.processes import wait_for_line
 from tests.support.spark_versions import on_release
@@ -74,6 +75,15 @@ def _leftovers(reader: TableReader, table: str) -> list[str]:
     return staging + branches + fences
 
 
+def _probe(reader: TableReader, target: str) -> FormatProbe:
+    return FormatProbe(
+        "iceberg-rest",
+        reader,
+        leftovers=lambda: _leftovers(reader, target),
+        versions=lambda table: int(reader.value(f"SELECT count(*) FROM {table}.snapshots")),
+    )
+
+
 def test_rest_catalog_create_replace_overwrite_and_audit(stack, rest, reader, on_rest):
     target = f"{CATALOG}.{NAMESPACE}.events"
     state, txn = _ctas("rest_create", on_rest, target_table=target, mode="create", partition_by=["k"],
@@ -122,6 +132,7 @@ def test_a_zombie_try_is_fenced_by_the_rest_commit(stack, reader, on_rest, tmp_p
              conf=on_rest)  # fmt: skip
     progress, release1, release2 = tmp_path / "progress", tmp_path / "release1", tmp_path / "release2"
     dag_file = DAGS_FOLDER / f"{dag_id}.py"
+    started = time.monotonic()
     with TablePoller(reader, target) as poller:
         faults1 = {"progress_file": str(progress), "publish_checked": {"wait_for": str(release1), "only_try": 1}}
         first = Trial(dag_file, dag_id, "zombie_run", tmp_path / "try1.log", faults1).start()
@@ -133,13 +144,21 @@ def test_a_zombie_try_is_fenced_by_the_rest_commit(stack, reader, on_rest, tmp_p
         wait_for_line(progress, "result phases=begin,prepare,commit ok=False FENCED", timeout=120)
         assert reader.rows(f"SELECT DISTINCT written_by_try FROM {target}") == [[0]], "try 1 published nothing"
         release2.touch()
-        assert second.wait() == "success"
-        first.wait()
+        second_state = second.wait()
+        first_state = first.wait()
         wait_for_drivers_to_exit(target)
+    left = _leftovers(reader, target)
+    problem = check_observations(poller.seen, {"5:0", "100:2"}, "100:2")
+    record_format_cell(
+        _probe(reader, target), "zombie",
+        "try 1 a zombie (its task still answers commit) between its fence check and its publish commit; try 2 "
+        "begins there, then publishes", "replace", f"try 1: {first_state} (FENCED); try 2: {second_state}",
+        left, poller.seen, problem, started,
+    )  # fmt: skip
+    assert second_state == "success"
     assert "commit: the task decided commit for try 1" in (tmp_path / "try1.log").read_text(errors="replace")
     assert reader.rows(f"SELECT DISTINCT written_by_try FROM {target}") == [[2]]
-    assert _leftovers(reader, target) == []
-    problem = check_observations(poller.seen, {"5:0", "100:2"}, "100:2")
+    assert left == []
     assert problem is None, summarize(poller.seen)
 
 
@@ -167,18 +186,29 @@ def test_an_unreachable_catalog_is_refused_at_begin_and_fails_a_publish_that_a_r
              conf=on_rest)  # fmt: skip
     progress, release = tmp_path / "progress", tmp_path / "release"
     faults = {"progress_file": str(progress), "before_publish": {"wait_for": str(release), "only_try": 1}}
+    started = time.monotonic()
     first = Trial(DAGS_FOLDER / f"{dag_id}.py", dag_id, "outage", tmp_path / "try1.log", faults).start()
     wait_for_line(progress, "before_publish try=1", timeout=240)
     rest.stop()
-    started = time.monotonic()
     try:
         release.touch()
-        assert first.wait() != "success"
+        first_state = first.wait()
     finally:
         _restart(rest)
-    assert reader.value(f"SELECT count(*) FROM {target}") == 5, "nothing was published"
-    second = Trial(DAGS_FOLDER / f"{dag_id}.py", dag_id, "outage", tmp_path / "try2.log").start().wait()
+    rows_after_try1 = reader.value(f"SELECT count(*) FROM {target}")
+    with TablePoller(reader, target) as poller:
+        second = Trial(DAGS_FOLDER / f"{dag_id}.py", dag_id, "outage", tmp_path / "try2.log").start().wait()
+    left = _leftovers(reader, target)
+    problem = check_observations(poller.seen, {"5:0", "100:2"}, "100:2")
+    record_format_cell(
+        _probe(reader, target), "outage",
+        "the catalog server stopped while try 1 waits at its publish (restarted after try 1 ends); try 2 "
+        "runs without a fault", "replace", f"try 1: {first_state}; try 2: {second}", left, poller.seen,
+        problem, started,
+    )  # fmt: skip
+    assert first_state != "success"
+    assert rows_after_try1 == 5, "nothing was published"
     assert second == "success", Path(tmp_path / "try2.log").read_text(errors="replace")[-3000:]
     assert reader.rows(f"SELECT DISTINCT written_by_try FROM {target}") == [[2]]
-    assert _leftovers(reader, target) == [], "try 2's begin removed what try 1's failed abort could not"
-    assert time.monotonic() - started < 240
+    assert left == [], "try 2's begin removed what try 1's failed abort could not"
+    assert problem is None, summarize(poller.seen)
