@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import time
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
 from airflow_provider_ctas.catalogs.query import as_subquery
@@ -50,8 +50,15 @@ class AuditTarget:
     published: str | None
     columns: Sequence[str]
     replaced_partitions_of: Sequence[str] = ()
-    """Partition columns when only the staged partitions replace the published ones
-    (``overwrite_partitions`` into an existing table); empty when the staged data is the whole table."""
+    """Partition columns (or an Iceberg table's transforms) when only the staged partitions replace
+    the published ones (``overwrite_partitions`` into an existing table); empty when the staged data
+    is the whole table."""
+    partition_value: Callable[[str, str], str] = field(default=lambda entry, alias: f"{alias}.{quote(entry)}")
+    """SQL for the partition value of a row of table ``alias`` under one entry of ``replaced_partitions_of``."""
+
+    def same_partition(self, left: str, right: str) -> str:
+        value = self.partition_value
+        return " AND ".join(f"{value(e, left)} <=> {value(e, right)}" for e in self.replaced_partitions_of)
 
 
 def _literal(value: str | int | float | bool) -> str:
@@ -105,7 +112,7 @@ class Auditor:
         cols = ", ".join(quote(c) for c in t.columns)
         published = f"SELECT * FROM {t.published}" if t.published else f"SELECT * FROM {t.staged} WHERE false"
         if t.published and t.replaced_partitions_of:
-            same = " AND ".join(f"s.{quote(c)} <=> p.{quote(c)}" for c in t.replaced_partitions_of)
+            same = t.same_partition("s", "p")
             result = (
                 f"SELECT {cols} FROM {t.published} AS p WHERE NOT EXISTS "
                 f"(SELECT 1 FROM {t.staged} AS s WHERE {same}) UNION ALL SELECT {cols} FROM {t.staged}"
@@ -226,7 +233,7 @@ class Auditor:
         if not t.published:
             return 0
         if scope == "staged" and t.replaced_partitions_of:
-            same = " AND ".join(f"s.{quote(c)} <=> p.{quote(c)}" for c in t.replaced_partitions_of)
+            same = t.same_partition("s", "p")
             replaced = f"EXISTS (SELECT 1 FROM {t.staged} AS s WHERE {same})"
             query = f"SELECT count(1) AS n FROM {t.published} AS p WHERE {replaced}"
         else:

@@ -11,8 +11,9 @@ from typing import Any, ClassVar
 from airflow_provider_ctas.catalogs.strategy import RequestSpec
 from airflow_provider_ctas.core import markers
 from airflow_provider_ctas.core.errors import CorruptStateError, InvalidInputError
-from airflow_provider_ctas.core.identifiers import TableRef, validate_columns, validate_table_properties
+from airflow_provider_ctas.core.identifiers import TableRef, validate_table_properties
 from airflow_provider_ctas.core.modes import Mode, parse_mode
+from airflow_provider_ctas.core.partitioning import columns_only, validate_partition_by
 from airflow_provider_ctas.core.transaction import TwoPhaseTable, _exact_fields
 
 
@@ -26,6 +27,13 @@ class WholeTable(TwoPhaseTable):
     """Why ``allow_swap`` does not apply to this format."""
     overwrites_partitions: ClassVar[bool] = False
     """Whether the format's strategy serves ``overwrite_partitions``."""
+    partition_transforms: ClassVar[bool] = False
+    """Whether ``partition_by`` may use partition transforms (``days(ts)``...)."""
+
+    @classmethod
+    def validate_partition_by(cls, entries: object) -> tuple[str, ...]:
+        partition_by = validate_partition_by(entries)
+        return partition_by if cls.partition_transforms else columns_only(partition_by, cls.format_name)
 
     @classmethod
     def served_modes(cls) -> tuple[Mode, ...]:
@@ -40,7 +48,7 @@ class WholeTable(TwoPhaseTable):
         """The strategy's ``validate``: the request as this format's table, or InvalidInputError."""
         if spec.allow_swap:
             raise InvalidInputError(f"allow_swap does not apply to {cls.format_name} tables: {cls.no_swap_because}")
-        partition_by = validate_columns(spec.partition_by, "partition_by")
+        partition_by = cls.validate_partition_by(spec.partition_by)
         return cls(
             key=spec.key,
             conn_id=spec.conn_id,
@@ -77,7 +85,7 @@ class WholeTable(TwoPhaseTable):
     def spec_from_dict(cls, data: Mapping[str, Any]) -> dict[str, Any]:
         spec = _exact_fields(data, {"mode", "partition_by", "table_properties"}, "spec")
         try:
-            partition_by = validate_columns(spec["partition_by"], "partition_by")
+            partition_by = cls.validate_partition_by(spec["partition_by"])
             return {
                 "mode": cls.validate_mode(spec["mode"], partition_by),
                 "partition_by": partition_by,

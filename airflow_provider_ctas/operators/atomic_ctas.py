@@ -32,11 +32,9 @@ from airflow_provider_ctas.catalogs import create_two_phase_table, strategy_for
 from airflow_provider_ctas.catalogs.query import validate_query
 from airflow_provider_ctas.core.checks import PLACEHOLDERS, Check, validate_checks
 from airflow_provider_ctas.core.errors import CtasError, InvalidInputError
-from airflow_provider_ctas.core.identifiers import (
-    validate_columns,
-    validate_table_properties,
-)
+from airflow_provider_ctas.core.identifiers import validate_table_properties
 from airflow_provider_ctas.core.modes import parse_mode
+from airflow_provider_ctas.core.partitioning import validate_partition_by
 from airflow_provider_ctas.core.transaction import (
     Outcome,
     TransactionKey,
@@ -138,7 +136,9 @@ class AtomicCtasOperator(CtasLineageMixin, BaseOperator):
         ``create_if_not_exists`` (succeed without running if it exists), ``replace``, or
         ``overwrite_partitions`` (replace the partitions the query produces inside a partitioned
         table, creating it on first use; each partition switches atomically, others stay).
-    :param partition_by: partition columns; templated.
+    :param partition_by: partition columns; for Iceberg tables also partition transforms
+        (``days(ts)``, ``months(ts)``, ``years(ts)``, ``hours(ts)``, ``bucket(16, id)``,
+        ``truncate(4, name)``); templated.
     :param table_format: a file format of Spark's session catalog (parquet, orc, json, csv, text,
         avro), ``iceberg`` or ``delta``; each publishes by its own mechanism (docs: table formats).
     :param table_properties: extra table properties; templated.
@@ -252,7 +252,7 @@ class AtomicCtasOperator(CtasLineageMixin, BaseOperator):
             validate_query(sql)
         target = None if _is_templated(target_table) else strategy.validate_target(target_table)
         if not _is_templated(partition_by):
-            validate_columns(self.partition_by, "partition_by")
+            validate_partition_by(self.partition_by)
             if not _is_templated(mode):
                 parse_mode(mode, partition_by=self.partition_by or ())
         if not _is_templated(table_properties) and not _has_templates(table_properties):

@@ -10,6 +10,7 @@ from collections.abc import Mapping, Sequence
 from typing import TYPE_CHECKING
 
 from airflow_provider_ctas.core.identifiers import quote, sql_string_literal
+from airflow_provider_ctas.core.partitioning import parse_field
 
 if TYPE_CHECKING:
     from pyspark.sql.types import DataType, StructType
@@ -45,7 +46,9 @@ def create_table_sql(
     table's first moment, and no second metastore call sets them."""
     clauses = [f"CREATE TABLE {name} ({columns_ddl(schema)})", f"USING {using}"]
     if partition_by:
-        clauses.append(f"PARTITIONED BY ({', '.join(quote(c) for c in partition_by)})")
+        # A transform (validated, Iceberg only) is rendered by its parser; a column is quoted as it is.
+        fields = (parse_field(e).sql() if "(" in e else quote(e) for e in partition_by)
+        clauses.append(f"PARTITIONED BY ({', '.join(fields)})")
     if location is not None:
         clauses.append(f"LOCATION {sql_string_literal(location)}")
     assignments = ", ".join(f"{sql_string_literal(k)}={sql_string_literal(v)}" for k, v in properties.items())

@@ -212,3 +212,39 @@ def test_an_unreachable_catalog_is_refused_at_begin_and_fails_a_publish_that_a_r
     assert reader.rows(f"SELECT DISTINCT written_by_try FROM {target}") == [[2]]
     assert left == [], "try 2's begin removed what try 1's failed abort could not"
     assert problem is None, summarize(poller.seen)
+
+
+def test_partition_transforms_create_and_overwrite_only_their_partitions(stack, reader, on_rest):
+    """``days(ts)``: the table is created with the transform, ``overwrite_partitions`` replaces only
+    the day it writes (its per-partition check compares through the catalog's ``system.days``), and a
+    partitioning other than the table's is refused before any data is written."""
+    target = f"{CATALOG}.{NAMESPACE}.by_day"
+    hours = "SELECT id, TIMESTAMP_NTZ '2026-11-01 00:00:00' + make_dt_interval(0, CAST(id AS INT), 0, 0) AS ts"
+    state, txn = _ctas("rest_days_create", on_rest, target_table=target, mode="overwrite_partitions",
+                       partition_by=["DAYS(ts)"], sql=f"{hours} FROM range(48)")  # fmt: skip
+    assert state == "success", txn
+    assert reader.rows(f"SELECT partition.ts_day, record_count FROM {target}.partitions ORDER BY 1") == [
+        ["2026-11-01", 24], ["2026-11-02", 24]
+    ]  # fmt: skip
+
+    checks = [
+        {"type": "row_count_change", "min_ratio": 0.4, "name": "per partition"},
+        {"type": "row_count", "min": 34, "max": 34, "scope": "result", "name": "table rows"},
+    ]
+    state, txn = _ctas("rest_days_overwrite", on_rest, target_table=target, mode="overwrite_partitions",
+                       partition_by=["days(ts)"], sql=f"{hours} FROM range(24, 34)", checks=checks)  # fmt: skip
+    assert state == "success", txn
+    assert [(c["name"], c["value"]) for c in txn["details"]["checks"]] == [("per partition", round(10 / 24, 4)),
+                                                                           ("table rows", 34)]  # fmt: skip
+    assert txn["details"]["publish"]["partitions"] == ["ts_day=2026-11-02"]
+    assert reader.rows(f"SELECT partition.ts_day, record_count FROM {target}.partitions ORDER BY 1") == [
+        ["2026-11-01", 24], ["2026-11-02", 10]
+    ]  # fmt: skip
+
+    state, txn = _ctas("rest_months", on_rest, target_table=target, mode="overwrite_partitions",
+                       partition_by=["months(ts)"], sql=f"{hours} FROM range(3)")  # fmt: skip
+    assert state == "failed" and txn["details"]["error"]["code"] == "UNSUPPORTED_TARGET", txn
+    assert "partition_by ['months(ts)'] differs from" in txn["details"]["error"]["message"]
+    assert "partitioning ['days(ts)']" in txn["details"]["error"]["message"]
+    assert "prepare" not in [p["phase"] for p in txn["details"]["phases"]]
+    assert _leftovers(reader, target) == []

@@ -46,6 +46,7 @@ from airflow_provider_ctas.core.errors import (
 )
 from airflow_provider_ctas.core.identifiers import quote
 from airflow_provider_ctas.core.modes import Mode
+from airflow_provider_ctas.core.partitioning import parse_field, source_columns
 from airflow_provider_ctas.core.transaction import Outcome
 from airflow_provider_ctas.spark.ddl import create_table_sql
 from airflow_provider_ctas.spark.errors import first_line
@@ -71,6 +72,8 @@ class IcebergExecutor(PhaseExecutor[IcebergTable]):
         self.base_snapshot: int | None = None
         """``main`` when this try's branch was made from it; None when staging is a new table."""
         self.columns: list[str] = []
+        self.partition_fields: dict[str, str] = {}
+        """Each ``partition_by`` entry's field name in the target's partition struct (``ts_day``)."""
         self.schema: StructType | None = None
 
     def clean_up_this_try(self) -> list[str]:
@@ -122,7 +125,8 @@ class IcebergExecutor(PhaseExecutor[IcebergTable]):
 
     def _analyse(self) -> StructType:
         schema = analyse_query(self.spark, self.request.sql, self.engine, self.log, self.details)
-        missing = [c for c in self.table.partition_by if c not in {f.name.lower() for f in schema.fields}]
+        produced = {f.name.lower() for f in schema.fields}
+        missing = [c for c in source_columns(self.table.partition_by) if c not in produced]
         if missing:
             raise InvalidInputError(f"partition_by names {missing}, which the query does not produce")
         describe_schema(schema, self.details)
@@ -141,13 +145,13 @@ class IcebergExecutor(PhaseExecutor[IcebergTable]):
         target, txn, try_number = self.table.target, self.table.txn_id, self.table.try_number
         current = existing.operations().refresh()
         _require_same_shape(target.qualified, current, schema, self.table.partition_by)
-        if self.table.mode is Mode.OVERWRITE_PARTITIONS and md.identity_partitioning(current) != list(
-            self.table.partition_by
-        ):
+        spec = md.partitioning(current)
+        if self.table.mode is Mode.OVERWRITE_PARTITIONS and [s for s, _ in spec] != list(self.table.partition_by):
             raise UnsupportedTargetError(
-                f"{target} is partitioned by {[str(f) for f in current.spec().fields()]}, not by the columns "
-                f"{list(self.table.partition_by)}; overwrite_partitions keeps the table's partitioning"
+                f"{target} is partitioned by {[s for s, _ in spec]}, not by {list(self.table.partition_by)}; "
+                "overwrite_partitions keeps the table's partitioning"
             )
+        self.partition_fields = dict(spec)
         branch, catalog = self.table.branch, self._catalog()
         begun = fence.begun_record(now_iso(), self.table.key.to_dict())
 
@@ -219,7 +223,10 @@ class IcebergExecutor(PhaseExecutor[IcebergTable]):
         # What this try wrote: the branch's rows in the partitions its snapshot added files to
         # (nothing before prepare, or when the query produced no rows).
         snapshot = self.details.get("snapshot_id")
-        same = " AND ".join(f"w.{quote(c)} <=> e.data_file.partition.{quote(c)}" for c in self.table.partition_by)
+        same = " AND ".join(
+            f"{self._partition_value(entry, 'w')} <=> e.data_file.partition.{quote(self.partition_fields[entry])}"
+            for entry in self.table.partition_by
+        )
         staged = (
             f"(SELECT * FROM {target} VERSION AS OF {snapshot} AS w WHERE EXISTS (SELECT 1 FROM "
             f"{target}.entries VERSION AS OF {snapshot} AS e WHERE e.status = 1 AND e.snapshot_id = {snapshot} "
@@ -228,8 +235,19 @@ class IcebergExecutor(PhaseExecutor[IcebergTable]):
             else f"(SELECT * FROM {target} WHERE false)"
         )
         return AuditTarget(
-            staged=staged, published=target, columns=self.columns, replaced_partitions_of=self.table.partition_by
-        )
+            staged=staged, published=target, columns=self.columns, replaced_partitions_of=self.table.partition_by,
+            partition_value=self._partition_value,
+        )  # fmt: skip
+
+    def _partition_value(self, entry: str, alias: str) -> str:
+        """A row's value under a partition field, computed by the catalog's own transform functions
+        (``<catalog>.system.days(...)``), which give what the partition struct holds."""
+        field = parse_field(entry)
+        column = f"{alias}.{quote(field.column)}"
+        if field.transform == "identity":
+            return column
+        function = f"{quote(self.table.target.catalog)}.system.{field.transform}"
+        return f"{function}({column})" if field.width is None else f"{function}({field.width}, {column})"
 
     def _written_snapshot(self) -> dict[str, str]:
         catalog = self._catalog()
@@ -499,7 +517,7 @@ def _require_same_shape(target: str, metadata: Any, schema: StructType, partitio
             "schema (readers of the current version would see a new schema); drop the table first or "
             "write under a new name"
         )
-    spec = [str(f.name()) for f in metadata.spec().fields()]
+    spec = [spelled for spelled, _ in md.partitioning(metadata)]
     if partition_by and list(partition_by) != spec:
         raise UnsupportedTargetError(
             f"partition_by {list(partition_by)} differs from {target}'s partitioning {spec}; a replace or "

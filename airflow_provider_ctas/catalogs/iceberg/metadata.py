@@ -13,6 +13,7 @@ every read here sees the metastore's current state.
 
 from __future__ import annotations
 
+import re
 import time
 from collections.abc import Callable, Iterable, Mapping
 from typing import TYPE_CHECKING, Any
@@ -264,12 +265,21 @@ def ancestor_summary(metadata: Any, txn_id: str) -> dict[str, str] | None:
     return None
 
 
-def identity_partitioning(metadata: Any) -> list[str] | None:
-    """The source columns of the table's partitioning when every field is an identity transform;
-    None when any is not (``days(ts)``, ``bucket(8, id)``...)."""
-    schema, columns = metadata.schema(), []
+def partitioning(metadata: Any) -> list[tuple[str, str]]:
+    """The table's partition fields, each as ``partition_by`` spells it (``ds``, ``days(ts)``,
+    ``bucket(16, id)``) with the field's name in the partition struct; a transform this provider
+    does not know (``void``, a custom one) keeps Iceberg's own spelling, so it never compares equal."""
+    schema, fields = metadata.schema(), []
     for field in metadata.spec().fields():
-        if str(field.transform()) != "identity":
-            return None
-        columns.append(str(schema.findColumnName(field.sourceId())).lower())
-    return columns
+        transform, column = str(field.transform()), str(schema.findColumnName(field.sourceId())).lower()
+        width = re.fullmatch(r"(bucket|truncate)\[(\d+)\]", transform)
+        if transform == "identity":
+            spelled = column
+        elif transform in ("year", "month", "day", "hour"):
+            spelled = f"{transform}s({column})"
+        elif width:
+            spelled = f"{width.group(1)}({width.group(2)}, {column})"
+        else:
+            spelled = f"{transform} of {column}"
+        fields.append((spelled, str(field.name())))
+    return fields

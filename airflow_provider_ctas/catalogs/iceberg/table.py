@@ -41,6 +41,7 @@ class IcebergTable(WholeTable):
     format_name = "Iceberg"
     no_swap_because = "a replace never swaps tables"
     overwrites_partitions = True
+    partition_transforms = True
 
     @classmethod
     def parse_target(cls, text: object) -> TableRef:

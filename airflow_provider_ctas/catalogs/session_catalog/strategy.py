@@ -16,11 +16,11 @@ from airflow_provider_ctas.catalogs.session_catalog.table import (
 from airflow_provider_ctas.catalogs.strategy import RequestSpec, Strategy
 from airflow_provider_ctas.core.identifiers import (
     SESSION_CATALOG,
-    validate_columns,
     validate_table_properties,
     validate_target,
 )
 from airflow_provider_ctas.core.modes import parse_mode
+from airflow_provider_ctas.core.partitioning import columns_only, validate_partition_by
 from airflow_provider_ctas.core.transaction import TwoPhaseTable
 
 if TYPE_CHECKING:
@@ -28,7 +28,7 @@ if TYPE_CHECKING:
 
 
 def _validate(spec: RequestSpec) -> TwoPhaseTable:
-    columns = validate_columns(spec.partition_by, "partition_by")
+    columns = columns_only(validate_partition_by(spec.partition_by), "file-format")
     mode = parse_mode(spec.mode, partition_by=columns)
     retention = DEFAULT_RETENTION_SECONDS if spec.superseded_retention is None else spec.superseded_retention
     return SessionCatalogTable(
