@@ -21,8 +21,8 @@ from airflow_provider_ctas.catalogs.iceberg.fence import FENCE_PREFIX
 from airflow_provider_ctas.core import markers
 from ctas_devstack.iceberg_rest import IcebergRestCatalog
 from tests.support.dags import DAGS_FOLDER, make_dag, run_dag, xcom_value
-from tests.support.faults import Trial, check_observations, summarize, wait_for_drivers_to_exit
-from tests.support.format_scenarios import FormatProbe, record_format_cell
+from tests.support.faults import Trial, check_observations, summarize
+from tests.support.format_scenarios import FormatProbe, record_format_cell, zombie_in_publish_window
 from tests.support.iceberg import SPARK_FOR_ICEBERG, iceberg_jar
 from tests.support.processes import wait_for_line
 from tests.support.spark_versions import on_release
@@ -120,46 +120,15 @@ def test_rest_catalog_create_replace_overwrite_and_audit(stack, rest, reader, on
 
 
 def test_a_zombie_try_is_fenced_by_the_rest_commit(stack, reader, on_rest, tmp_path):
-    """Try 1 is a zombie (its task still answers commit) that has checked its fence and is about to
-    send its publish; try 2 begins right then (removing try 1's branch, raising its own fence) and
-    stops after its write, so ``main`` has not moved. Try 1's commit must now fail on the server:
-    only the requirement on its branch can refuse it (properties are not compared by a REST commit,
-    and ``main`` is unchanged). Then try 2 publishes."""
+    """Only the commit's requirement on try 1's branch can refuse it: properties are not compared by
+    a REST commit, and ``main`` is unchanged (``zombie_in_publish_window``)."""
     target = f"{CATALOG}.{NAMESPACE}.fenced"
-    reader.rows(f"CREATE TABLE {target} USING iceberg AS SELECT id, CAST(0 AS BIGINT) AS written_by_try FROM range(5)")
-    dag_id = "rest_zombie"
-    make_dag(dag_id, retries=3, target_table=target, mode="replace", sql=TRY_SQL, table_format="iceberg",
-             conf=on_rest)  # fmt: skip
-    progress, release1, release2 = tmp_path / "progress", tmp_path / "release1", tmp_path / "release2"
-    dag_file = DAGS_FOLDER / f"{dag_id}.py"
-    started = time.monotonic()
-    with TablePoller(reader, target) as poller:
-        faults1 = {"progress_file": str(progress), "publish_checked": {"wait_for": str(release1), "only_try": 1}}
-        first = Trial(dag_file, dag_id, "zombie_run", tmp_path / "try1.log", faults1).start()
-        wait_for_line(progress, "publish_checked try=1", timeout=240)
-        faults2 = {"progress_file": str(progress), "after_prepare": {"wait_for": str(release2), "only_try": 2}}
-        second = Trial(dag_file, dag_id, "zombie_run", tmp_path / "try2.log", faults2).start()
-        wait_for_line(progress, "after_prepare try=2", timeout=240)
-        release1.touch()
-        wait_for_line(progress, "result phases=begin,prepare,commit ok=False FENCED", timeout=120)
-        assert reader.rows(f"SELECT DISTINCT written_by_try FROM {target}") == [[0]], "try 1 published nothing"
-        release2.touch()
-        second_state = second.wait()
-        first_state = first.wait()
-        wait_for_drivers_to_exit(target)
-    left = _leftovers(reader, target)
-    problem = check_observations(poller.seen, {"5:0", "100:2"}, "100:2")
-    record_format_cell(
-        _probe(reader, target), "zombie",
-        "try 1 a zombie (its task still answers commit) between its fence check and its publish commit; try 2 "
-        "begins there, then publishes", "replace", f"try 1: {first_state} (FENCED); try 2: {second_state}",
-        left, poller.seen, problem, started,
-    )  # fmt: skip
-    assert second_state == "success"
-    assert "commit: the task decided commit for try 1" in (tmp_path / "try1.log").read_text(errors="replace")
+    result = zombie_in_publish_window(_probe(reader, target), target, on_rest, tmp_path, "rest_zombie")
+    assert result["try2"] == "success"
+    assert result["try1_decided_commit"]
     assert reader.rows(f"SELECT DISTINCT written_by_try FROM {target}") == [[2]]
-    assert left == []
-    assert problem is None, summarize(poller.seen)
+    assert result["left"] == []
+    assert result["problem"] is None, summarize(result["seen"])
 
 
 def _restart(rest: IcebergRestCatalog) -> None:

@@ -162,3 +162,48 @@ def _wait_until(condition: Callable[[], bool], failure: str, timeout: float = 12
     while not condition():
         assert time.monotonic() < deadline, failure
         time.sleep(0.2)
+
+
+def zombie_in_publish_window(
+    probe: FormatProbe, target: str, conf: dict[str, str], tmp_path: Path, dag_id: str
+) -> dict[str, Any]:
+    """Try 1 is a zombie (its task still answers commit) that has checked its fence and is about to
+    send its publish commit (``publish_checked``); try 2 begins right then (removing try 1's branch,
+    raising its own fence) and stops after its write, so ``main`` has not moved; try 1's commit must
+    now be refused by the catalog itself; then try 2 publishes. The target is created here with 5
+    rows written by no try. Records the cell; returns what the test asserts on."""
+    probe.reader.rows(
+        f"CREATE TABLE {target} USING iceberg AS SELECT id, CAST(0 AS BIGINT) AS written_by_try FROM range(5)"
+    )
+    sql = "SELECT id, CAST({{ ti.try_number }} AS BIGINT) AS written_by_try FROM range(100)"
+    make_dag(dag_id, retries=3, target_table=target, mode="replace", sql=sql, table_format="iceberg", conf=conf)
+    progress, release1, release2 = tmp_path / "progress", tmp_path / "release1", tmp_path / "release2"
+    dag_file = DAGS_FOLDER / f"{dag_id}.py"
+    started = time.monotonic()
+    with TablePoller(probe.reader, target) as poller:
+        faults1 = {"progress_file": str(progress), "publish_checked": {"wait_for": str(release1), "only_try": 1}}
+        first = Trial(dag_file, dag_id, "zombie_run", tmp_path / "try1.log", faults1).start()
+        wait_for_line(progress, "publish_checked try=1", timeout=240)
+        faults2 = {"progress_file": str(progress), "after_prepare": {"wait_for": str(release2), "only_try": 2}}
+        second = Trial(dag_file, dag_id, "zombie_run", tmp_path / "try2.log", faults2).start()
+        wait_for_line(progress, "after_prepare try=2", timeout=240)
+        release1.touch()
+        wait_for_line(progress, "result phases=begin,prepare,commit ok=False FENCED", timeout=120)
+        published_by_try1 = probe.reader.rows(f"SELECT DISTINCT written_by_try FROM {target}") != [[0]]
+        release2.touch()
+        second_state = second.wait()
+        first_state = first.wait()
+        wait_for_drivers_to_exit(target)
+    left = probe.leftovers()
+    problem = check_observations(poller.seen, {"5:0", "100:2"}, "100:2")
+    if published_by_try1:
+        problem = f"try 1 published before try 2 did; {problem or ''}"
+    record_format_cell(
+        probe, "zombie",
+        "try 1 a zombie (its task still answers commit) between its fence check and its publish commit; try 2 "
+        "begins there, then publishes", "replace", f"try 1: {first_state} (FENCED); try 2: {second_state}",
+        left, poller.seen, problem, started,
+    )  # fmt: skip
+    decided = "commit: the task decided commit for try 1" in (tmp_path / "try1.log").read_text(errors="replace")
+    return {"try1": first_state, "try2": second_state, "try1_decided_commit": decided, "left": left,
+            "seen": poller.seen, "problem": problem}  # fmt: skip

@@ -17,8 +17,14 @@ CATALOG = "ice"
 
 
 def iceberg_jar() -> str:
+    return locked_jars(ICEBERG_RUNTIME)
+
+
+def locked_jars(*prefixes: str) -> str:
+    """The local paths (comma-separated, as ``spark.jars`` takes them) of the locked jars whose
+    coordinates start with one of ``prefixes``."""
     return subprocess.run(
-        [sys.executable, "scripts/fetch_jars.py", "--path", ICEBERG_RUNTIME], capture_output=True, text=True, check=True
+        [sys.executable, "scripts/fetch_jars.py", "--select", *prefixes], capture_output=True, text=True, check=True
     ).stdout.strip()
 
 

@@ -61,3 +61,12 @@ def test_a_rest_catalog_is_named_by_its_url_and_a_metastore_as_hive():
         "https://polaris.example.com:443/api/catalog"
     )
     assert lineage_namespace(None, {"metastore_uris": "thrift://ms:9083"}) == "hive://ms:9083"
+
+
+def test_a_jdbc_catalog_is_named_by_its_database_and_never_shows_its_credentials():
+    from airflow_provider_ctas.catalogs.iceberg.metadata import _without_secrets
+
+    url = "jdbc:postgresql://user:secret@db.example.com:6543/catalog?password=secret&ssl=true"
+    assert lineage_namespace(None, {"metastore_uris": url}) == "jdbc:postgresql://db.example.com:6543/catalog"
+    assert "secret" not in _without_secrets(url)
+    assert lineage_namespace(None, {"metastore_uris": "jdbc:sqlite:/var/cat.db?x=1"}) == "jdbc:sqlite:/var/cat.db"

@@ -1,10 +1,12 @@
 """Iceberg's Java catalog and table metadata, reached through the driver's JVM (py4j).
 
 Every change this provider makes to a target's metadata is one ``TableOperations.commit(base,
-new)``: the catalog swaps the metadata pointer only if it still is ``base`` (the Hive catalog
-checks the metastore's ``metadata_location`` under a lock, or with an expected-parameter
-``alter_table`` when locks are off), so preconditions read from ``base`` hold at the instant of
-the swap. Iceberg's own update classes re-apply themselves on a refreshed base when a commit
+new)``. The Hive and JDBC catalogs swap the metadata pointer only if it still is ``base`` (the
+Hive catalog checks the metastore's ``metadata_location`` under a lock, or with an
+expected-parameter ``alter_table`` when locks are off; the JDBC catalog in one conditional
+``UPDATE``), so preconditions read from ``base`` hold at the instant of the swap. A REST catalog
+checks only the requirements the client derives from the change (refs, schema, spec, never
+properties): what must hold there is expressed as a ref change (``branch_ref(asserted=True)``). Iceberg's own update classes re-apply themselves on a refreshed base when a commit
 conflicts, which would skip our preconditions; hence the explicit ``TableMetadata`` builder.
 
 The catalog is built from the Spark catalog's own options but without Spark's table cache, so
@@ -37,7 +39,9 @@ SPARK_CATALOG_CLASS = "org.apache.iceberg.spark.SparkCatalog"
 COMMIT_ATTEMPTS = 5
 ASSERTED_REF_AGE_MS = 86_400_000
 REFRESH_ATTEMPTS = 6
-CATALOG_TYPES = ("hive", "rest")
+CATALOG_TYPES = ("hive", "rest", "jdbc")
+SERVICE_TYPES = {"rest": "REST", "jdbc": "JDBC"}
+"""Catalogs that are a service the driver connects to as it opens the catalog."""
 _OUTCOME_UNKNOWN = (
     "CommitStateUnknownException",
     # A REST catalog's transport failures and 5xx answers: the request may have been applied.
@@ -46,6 +50,12 @@ _OUTCOME_UNKNOWN = (
     "ServiceUnavailableException",
 )
 _NOT_FOUND = ("NoSuchTableException", "NoSuchIcebergTableException", "NoSuchObjectException")
+
+
+def _without_secrets(uri: str) -> str:
+    """A catalog URL as messages show it: no user information, no query (a JDBC URL may carry a password)."""
+    scheme, _, rest = uri.partition("://")
+    return f"{scheme}://{rest.rsplit('@', 1)[-1].split('?', 1)[0]}" if rest else uri.split("?", 1)[0]
 
 
 class CommitUnknown(PublishError):
@@ -84,23 +94,28 @@ class IcebergCatalog:
             raise UnsupportedTargetError(
                 f"catalog {name!r} is type={options.get('type')!r}"
                 f"{' with catalog-impl' if 'catalog-impl' in options else ''}; the Iceberg strategy serves a Hive "
-                f"metastore ({prefix}.type=hive) or a REST catalog ({prefix}.type=rest, {prefix}.uri=<its URL>)"
+                f"metastore ({prefix}.type=hive), a REST catalog ({prefix}.type=rest, {prefix}.uri=<its URL>) or a "
+                f"JDBC catalog ({prefix}.type=jdbc, {prefix}.uri=jdbc:postgresql://...)"
             )
-        if self.type == "rest" and not options.get("uri"):
-            raise InvalidInputError(f"catalog {name!r} is a REST catalog without a URL; set {prefix}.uri")
+        service = SERVICE_TYPES.get(self.type)
+        if service and not options.get("uri"):
+            raise InvalidInputError(f"catalog {name!r} is a {service} catalog without a URL; set {prefix}.uri")
         require_runtime(spark, SPARK_CATALOG_CLASS, "Iceberg", "the jar iceberg-spark-runtime-<spark minor>_2.13")
         hadoop_conf = session._jsc.hadoopConfiguration()
         fallback = hadoop_conf.get("hive.metastore.uris") if self.type == "hive" else None
         self.uri = str(options.get("uri") or fallback or "")
+        if service:  # what the XCom, lineage and messages show of it
+            self.uri = _without_secrets(self.uri)
         try:
             self.catalog = self.jvm.org.apache.iceberg.CatalogUtil.buildIcebergCatalog(name, options, hadoop_conf)
         except Exception as exc:
-            if self.type != "rest":
+            if service is None:
                 raise
-            # A REST catalog asks its server for its configuration as it starts.
+            # A REST catalog asks its server for its configuration as it starts; a JDBC one connects.
+            settings = f"{prefix}.credential or {prefix}.token" if self.type == "rest" else f"{prefix}.jdbc.user"
             raise CatalogUnavailableError(
-                f"the REST catalog {name!r} at {self.uri} did not answer ({first_line(exc)}); check {prefix}.uri "
-                f"and its credentials ({prefix}.credential or {prefix}.token)"
+                f"the {service} catalog {name!r} at {_without_secrets(self.uri)} did not answer ({first_line(exc)}); "
+                f"check {prefix}.uri and its credentials ({settings})"
             ) from exc
 
     def check_publish_by_rename(self) -> None:
