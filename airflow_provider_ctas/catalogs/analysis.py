@@ -5,6 +5,7 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING, Any
 
+from airflow_provider_ctas.catalogs.metastore.namespace import catalog_namespace
 from airflow_provider_ctas.catalogs.query import as_subquery
 from airflow_provider_ctas.core.errors import InvalidInputError, QueryError
 from airflow_provider_ctas.spark.errors import first_line
@@ -41,11 +42,22 @@ def describe_schema(schema: StructType, details: dict[str, Any]) -> None:
     details["schema"] = [{"name": f.name, "type": f.dataType.simpleString()} for f in schema.fields]
 
 
-def lineage_inputs(engine: Engine, frame: DataFrame, log: Reporter) -> list[str] | None:
+def lineage_inputs(engine: Engine, frame: DataFrame, log: Reporter) -> list[Any] | None:
     """What the analysed plan reads, or None: lineage is a by-product, so walking Spark internals
-    that changed under us costs the lineage (the operator falls back to parsing the SQL), never the run."""
+    that changed under us costs the lineage (the operator falls back to parsing the SQL), never the run.
+
+    A session-catalog table is ``database.table`` (the output's metastore); another catalog's table
+    is ``{"namespace": ..., "name": ...}``, named after that catalog's service or metastore."""
     try:
-        return engine.input_tables(frame)
+        inputs = engine.input_tables(frame)
+        if inputs is None or all(isinstance(i, str) for i in inputs):
+            return inputs
+        settings = dict(frame.sparkSession.sparkContext.getConf().getAll())
+        settings.update(getattr(frame.sparkSession.conf, "getAll", None) or {})
+        return [
+            i if isinstance(i, str) else {"namespace": catalog_namespace(settings, i["catalog"]), "name": i["name"]}
+            for i in inputs
+        ]
     except Exception as exc:  # noqa: BLE001 - see the docstring
         log.warning(f"lineage: could not read the query's input tables from its plan: {first_line(exc)}")
         return None

@@ -32,7 +32,6 @@ def input_tables(sql: str) -> list[str]:
 
 def lineage(*, namespace: str, sql: str, target: str, details: Mapping[str, Any] | None, complete: bool) -> Any:
     from airflow.providers.common.compat.openlineage.facet import (
-        Dataset,
         OutputDataset,
         OutputStatisticsOutputDatasetFacet,
         SchemaDatasetFacet,
@@ -58,12 +57,22 @@ def lineage(*, namespace: str, sql: str, target: str, details: Mapping[str, Any]
     # What the driver's analysed plan read, once it ran (Spark Connect: the SQL parsed here).
     inputs = details["inputs"] if isinstance(details.get("inputs"), list) else input_tables(sql)
     return OperatorLineage(
-        inputs=[Dataset(namespace=namespace, name=name) for name in inputs],
+        inputs=[_input(namespace, entry) for entry in inputs],
         outputs=[
             OutputDataset(namespace=namespace, name=f"{database}.{table}", facets=facets, outputFacets=output_facets)
         ],
         job_facets={"sql": SQLJobFacet(query=sql)},
     )
+
+
+def _input(namespace: str, entry: Any) -> Any:
+    """An input as the driver reported it: ``database.table`` in the output's metastore, or a table
+    of another catalog with its own namespace."""
+    from airflow.providers.common.compat.openlineage.facet import Dataset
+
+    if isinstance(entry, dict):
+        return Dataset(namespace=str(entry["namespace"]), name=str(entry["name"]))
+    return Dataset(namespace=namespace, name=str(entry))
 
 
 def _assertions(checks: list[dict[str, Any]]) -> Any:

@@ -94,12 +94,14 @@ class ClassicEngine:
     def start(self) -> None:
         self.spark.sparkContext.setJobGroup(JOB_GROUP, "airflow-provider-ctas")
 
-    def input_tables(self, frame: DataFrame) -> list[str] | None:
-        """``database.table`` of every catalog table the analysed query reads: CTEs resolved to
-        what they read, table-valued functions (``range``) and temporary views' sources included
-        as what they are, not as tables named after them."""
+    def input_tables(self, frame: DataFrame) -> list[str | dict[str, str]] | None:
+        """Every catalog table the analysed query reads: ``database.table`` for the session
+        catalog's, ``{"catalog": ..., "name": "namespace.table"}`` for another catalog's (an Iceberg
+        ``SparkCatalog``'s, read through DataSource V2). CTEs resolve to what they read; table-valued
+        functions (``range``) and temporary views' sources count as what they are."""
         leaves = frame._jdf.queryExecution().analyzed().collectLeaves().iterator()
         found: set[str] = set()
+        other: set[tuple[str, str]] = set()
         while leaves.hasNext():
             leaf = leaves.next()
             kind = leaf.getClass().getSimpleName()
@@ -107,11 +109,15 @@ class ClassicEngine:
                 identifier = leaf.tableMeta().identifier()
             elif kind == "LogicalRelation" and leaf.catalogTable().isDefined():
                 identifier = leaf.catalogTable().get().identifier()
+            elif kind == "DataSourceV2Relation" and leaf.catalog().isDefined() and leaf.identifier().isDefined():
+                catalog, ident = str(leaf.catalog().get().name()), leaf.identifier().get()
+                other.add((catalog, ".".join([*(str(part) for part in ident.namespace()), str(ident.name())]).lower()))
+                continue
             else:
                 continue
             database = identifier.database().get() if identifier.database().isDefined() else "default"
             found.add(f"{database}.{identifier.table()}".lower())
-        return sorted(found)
+        return [*sorted(found), *({"catalog": c, "name": n} for c, n in sorted(other))]
 
     def application(self) -> dict[str, str | None]:
         """Where the work runs: the application id, its live UI (while it runs), its page on the
@@ -309,7 +315,7 @@ class ConnectEngine:
     def start(self) -> None:
         """Nothing: the runner tags the session's operations itself, to interrupt them."""
 
-    def input_tables(self, frame: DataFrame) -> list[str] | None:
+    def input_tables(self, frame: DataFrame) -> list[str | dict[str, str]] | None:
         """Unknown: a Connect client sees no analysed plan (lineage parses the SQL instead)."""
         return None
 

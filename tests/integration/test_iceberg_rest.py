@@ -111,8 +111,9 @@ def test_rest_catalog_create_replace_overwrite_and_audit(stack, rest, reader, on
     assert _leftovers(reader, target) == []
 
     state, txn = _ctas("rest_partitions", on_rest, target_table=target, mode="overwrite_partitions",
-                       partition_by=["k"], sql="SELECT id, 7 AS k FROM range(5)")  # fmt: skip
+                       partition_by=["k"], sql=f"SELECT id, 7 AS k FROM {target} WHERE id < 5")  # fmt: skip
     assert state == "success", txn
+    assert txn["details"]["inputs"] == [{"namespace": rest.uri, "name": f"{NAMESPACE}.events"}], "lineage input"
     assert txn["details"]["publish"]["partitions"] == ["k=7"]
     assert reader.rows(f"SELECT k, count(*) FROM {target} GROUP BY k ORDER BY k") == [[0, 20], [1, 20], [2, 20], [7, 5]]
     assert reader.properties(target)[markers.DAG_ID] == "rest_partitions"

@@ -70,3 +70,16 @@ def test_a_jdbc_catalog_is_named_by_its_database_and_never_shows_its_credentials
     assert lineage_namespace(None, {"metastore_uris": url}) == "jdbc:postgresql://db.example.com:6543/catalog"
     assert "secret" not in _without_secrets(url)
     assert lineage_namespace(None, {"metastore_uris": "jdbc:sqlite:/var/cat.db?x=1"}) == "jdbc:sqlite:/var/cat.db"
+
+
+def test_a_named_catalogs_tables_are_named_after_its_service_or_its_metastore():
+    from airflow_provider_ctas.catalogs.metastore.namespace import catalog_namespace
+
+    conf = {
+        "spark.sql.catalog.lake.uri": "http://rest:8181",
+        "spark.sql.catalog.ice.uri": "thrift://ms:9083",
+        "spark.hadoop.hive.metastore.uris": "thrift://session:9083",
+    }
+    assert catalog_namespace(conf, "lake") == "http://rest:8181"
+    assert catalog_namespace(conf, "ice") == "hive://ms:9083"
+    assert catalog_namespace(conf, "other") == "hive://session:9083", "no uri: the session's metastore"

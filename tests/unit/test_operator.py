@@ -231,6 +231,17 @@ def test_lineage_inputs_come_from_the_driver_once_it_ran_and_the_sql_is_the_job_
     assert after.job_facets["sql"].query == sql and after.outputs[0].name == "db.t"
 
 
+def test_an_input_of_another_catalog_keeps_its_own_namespace():
+    from airflow_provider_ctas.operators.lineage import lineage
+
+    inputs = ["db.orders", {"namespace": "https://catalog:443/api", "name": "sales.events"}]
+    done = lineage(namespace="hive://ms:9083", sql="SELECT 1", target="db.t", details={"inputs": inputs},
+                   complete=True)  # fmt: skip
+    assert [(d.namespace, d.name) for d in done.inputs] == [
+        ("hive://ms:9083", "db.orders"), ("https://catalog:443/api", "sales.events")
+    ]  # fmt: skip
+
+
 def test_each_error_family_raises_its_own_airflow_exception_for_retry_policies():
     from airflow.providers.common.compat.sdk import AirflowException, AirflowFailException
     from airflow.sdk.definitions.retry_policy import ExceptionRetryPolicy, RetryAction, RetryRule

@@ -6,8 +6,9 @@ Hive catalog checks the metastore's ``metadata_location`` under a lock, or with 
 expected-parameter ``alter_table`` when locks are off; the JDBC catalog in one conditional
 ``UPDATE``), so preconditions read from ``base`` hold at the instant of the swap. A REST catalog
 checks only the requirements the client derives from the change (refs, schema, spec, never
-properties): what must hold there is expressed as a ref change (``branch_ref(asserted=True)``). Iceberg's own update classes re-apply themselves on a refreshed base when a commit
-conflicts, which would skip our preconditions; hence the explicit ``TableMetadata`` builder.
+properties): what must hold there is expressed as a ref change (``branch_ref(asserted=True)``).
+Iceberg's own update classes re-apply themselves on a refreshed base when a commit conflicts,
+which would skip our preconditions; hence the explicit ``TableMetadata`` builder.
 
 The catalog is built from the Spark catalog's own options but without Spark's table cache, so
 every read here sees the metastore's current state.

@@ -4,10 +4,9 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 from typing import TYPE_CHECKING, Any
-from urllib.parse import urlsplit
 
 from airflow_provider_ctas.catalogs.iceberg.table import FORMAT, IcebergTable
-from airflow_provider_ctas.catalogs.metastore.namespace import METASTORE_URIS, metastore_namespace
+from airflow_provider_ctas.catalogs.metastore.namespace import METASTORE_URIS, metastore_namespace, service_namespace
 from airflow_provider_ctas.catalogs.strategy import Strategy
 
 if TYPE_CHECKING:
@@ -28,31 +27,14 @@ def lineage_namespace(conf: Mapping[str, Any] | None, details: Mapping[str, Any]
     is ``hive://host:port``; a REST catalog is named by its URL (``http(s)://host:port/path``)."""
     reported = (details or {}).get("metastore_uris")
     if isinstance(reported, str):
-        return _service_namespace(reported) or metastore_namespace(None, details)
+        return service_namespace(reported) or metastore_namespace(None, details)
     conf = dict(conf or {})
     catalogs = [key for key, value in conf.items() if value == SPARK_CATALOG_CLASS and key.count(".") == 3]
     uris = {str(conf[f"{key}.uri"]) for key in catalogs if conf.get(f"{key}.uri")}
     if len(uris) == 1:
         uri = uris.pop()
-        return _service_namespace(uri) or metastore_namespace({METASTORE_URIS: uri}, None)
+        return service_namespace(uri) or metastore_namespace({METASTORE_URIS: uri}, None)
     return metastore_namespace(conf, None)
-
-
-def _service_namespace(uri: str) -> str | None:
-    """A REST catalog's URL, or a JDBC catalog's database (``jdbc:postgresql://host:port/db``),
-    without credentials or query; None for a metastore's ``thrift://`` URIs."""
-    uri = uri.strip()
-    prefix = ""
-    if uri.startswith("jdbc:") and "://" not in uri:  # jdbc:sqlite:/path: a file, named as it is
-        return uri.split("?", 1)[0]
-    if uri.startswith("jdbc:"):
-        prefix, uri = uri.split("://", 1)[0].rsplit(":", 1)[0] + ":", uri[len("jdbc:") :]
-    parsed = urlsplit(uri)
-    defaults = {"http": 80, "https": 443, "postgresql": 5432, "mysql": 3306}
-    if parsed.scheme not in defaults or not parsed.hostname or (prefix == "") != (parsed.scheme in ("http", "https")):
-        return None
-    port = parsed.port or defaults[parsed.scheme]
-    return f"{prefix}{parsed.scheme}://{parsed.hostname}:{port}{parsed.path.rstrip('/')}"
 
 
 STRATEGY = Strategy(

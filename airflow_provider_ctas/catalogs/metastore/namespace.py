@@ -7,7 +7,7 @@ import os
 from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
-from urllib.parse import urlparse
+from urllib.parse import urlparse, urlsplit
 
 METASTORE_URIS = "spark.hadoop.hive.metastore.uris"
 
@@ -42,3 +42,30 @@ def _namespace(uris: str) -> str:
         return "hive://embedded"
     first = urlparse(uris.split(",")[0].strip())
     return f"hive://{first.hostname}:{first.port or 9083}"
+
+
+def service_namespace(uri: str) -> str | None:
+    """A REST catalog's URL, or a JDBC catalog's database (``jdbc:postgresql://host:port/db``),
+    without credentials or query; None for a metastore's ``thrift://`` URIs."""
+    uri = uri.strip()
+    prefix = ""
+    if uri.startswith("jdbc:") and "://" not in uri:  # jdbc:sqlite:/path: a file, named as it is
+        return uri.split("?", 1)[0]
+    if uri.startswith("jdbc:"):
+        prefix, uri = uri.split("://", 1)[0].rsplit(":", 1)[0] + ":", uri[len("jdbc:") :]
+    parsed = urlsplit(uri)
+    defaults = {"http": 80, "https": 443, "postgresql": 5432, "mysql": 3306}
+    if parsed.scheme not in defaults or not parsed.hostname or (prefix == "") != (parsed.scheme in ("http", "https")):
+        return None
+    port = parsed.port or defaults[parsed.scheme]
+    return f"{prefix}{parsed.scheme}://{parsed.hostname}:{port}{parsed.path.rstrip('/')}"
+
+
+def catalog_namespace(conf: Mapping[str, Any], catalog: str) -> str:
+    """The lineage namespace of the tables of Spark catalog ``catalog`` (an Iceberg ``SparkCatalog``
+    as ``spark.sql.catalog.<catalog>.*`` configures it): its REST or JDBC service, else its Hive
+    metastore (its ``uri``, else the session's)."""
+    uri = str(conf.get(f"spark.sql.catalog.{catalog}.uri") or "")
+    if named := service_namespace(uri):
+        return named
+    return metastore_namespace({METASTORE_URIS: uri} if uri else conf, None)
