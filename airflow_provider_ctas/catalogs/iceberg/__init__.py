@@ -1,2 +1,2 @@
-"""The Iceberg strategy: Iceberg tables in a Spark ``SparkCatalog`` (Hive-metastore-backed),
-published by one compare-and-swap of the table's metadata."""
+"""The Iceberg strategy: Iceberg tables in a Spark ``SparkCatalog`` (on a Hive metastore, a REST or
+a JDBC catalog), published by one commit of the table's metadata."""
