@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING, Any
 
-from airflow_provider_ctas.catalogs.metastore.namespace import catalog_namespace
+from airflow_provider_ctas.catalogs.metastore.namespace import catalog_namespace, path_dataset
 from airflow_provider_ctas.catalogs.query import as_subquery
 from airflow_provider_ctas.core.errors import InvalidInputError, QueryError
 from airflow_provider_ctas.spark.errors import first_line
@@ -47,17 +47,24 @@ def lineage_inputs(engine: Engine, frame: DataFrame, log: Reporter) -> list[Any]
     that changed under us costs the lineage (the operator falls back to parsing the SQL), never the run.
 
     A session-catalog table is ``database.table`` (the output's metastore); another catalog's table
-    is ``{"namespace": ..., "name": ...}``, named after that catalog's service or metastore."""
+    or a path read is ``{"namespace": ..., "name": ...}``, named after that catalog's service or
+    metastore, or as OpenLineage names files."""
     try:
         inputs = engine.input_tables(frame)
         if inputs is None or all(isinstance(i, str) for i in inputs):
             return inputs
         settings = dict(frame.sparkSession.sparkContext.getConf().getAll())
         settings.update(getattr(frame.sparkSession.conf, "getAll", None) or {})
-        return [
-            i if isinstance(i, str) else {"namespace": catalog_namespace(settings, i["catalog"]), "name": i["name"]}
-            for i in inputs
-        ]
+        return [_named(i, settings) for i in inputs]
     except Exception as exc:  # noqa: BLE001 - see the docstring
         log.warning(f"lineage: could not read the query's input tables from its plan: {first_line(exc)}")
         return None
+
+
+def _named(entry: str | dict[str, str], settings: dict[str, str]) -> Any:
+    if isinstance(entry, str):
+        return entry
+    if "path" in entry:
+        namespace, name = path_dataset(entry["path"])
+        return {"namespace": namespace, "name": name}
+    return {"namespace": catalog_namespace(settings, entry["catalog"]), "name": entry["name"]}

@@ -97,11 +97,13 @@ class ClassicEngine:
     def input_tables(self, frame: DataFrame) -> list[str | dict[str, str]] | None:
         """Every catalog table the analysed query reads: ``database.table`` for the session
         catalog's, ``{"catalog": ..., "name": "namespace.table"}`` for another catalog's (an Iceberg
-        ``SparkCatalog``'s, read through DataSource V2). CTEs resolve to what they read; table-valued
-        functions (``range``) and temporary views' sources count as what they are."""
+        ``SparkCatalog``'s, read through DataSource V2), ``{"path": uri}`` for files read by path
+        (``parquet.`s3a://...```). CTEs resolve to what they read; table-valued functions (``range``)
+        and temporary views' sources count as what they are."""
         leaves = frame._jdf.queryExecution().analyzed().collectLeaves().iterator()
         found: set[str] = set()
         other: set[tuple[str, str]] = set()
+        paths: set[str] = set()
         while leaves.hasNext():
             leaf = leaves.next()
             kind = leaf.getClass().getSimpleName()
@@ -113,11 +115,20 @@ class ClassicEngine:
                 catalog, ident = str(leaf.catalog().get().name()), leaf.identifier().get()
                 other.add((catalog, ".".join([*(str(part) for part in ident.namespace()), str(ident.name())]).lower()))
                 continue
+            elif kind == "LogicalRelation" and leaf.relation().getClass().getSimpleName() == "HadoopFsRelation":
+                roots = leaf.relation().location().rootPaths().iterator()
+                while roots.hasNext():
+                    paths.add(str(roots.next().toUri().toString()))
+                continue
             else:
                 continue
             database = identifier.database().get() if identifier.database().isDefined() else "default"
             found.add(f"{database}.{identifier.table()}".lower())
-        return [*sorted(found), *({"catalog": c, "name": n} for c, n in sorted(other))]
+        return [
+            *sorted(found),
+            *({"catalog": c, "name": n} for c, n in sorted(other)),
+            *({"path": p} for p in sorted(paths)),
+        ]
 
     def application(self) -> dict[str, str | None]:
         """Where the work runs: the application id, its live UI (while it runs), its page on the

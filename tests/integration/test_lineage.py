@@ -143,3 +143,23 @@ def test_spark_openlineage_listener_joins_our_events_and_never_names_staging_as_
             assert names or mode == "replace", "a staging table is named by its catalog name"
         publishing = {e["job"]["name"].split(".")[1] for e, names in their_outputs if (namespace, target) in names}
         assert publishing and all(step.startswith("execute_alter_table") for step in publishing), publishing
+
+
+def test_the_plan_names_tables_and_paths_it_reads_as_inputs(spark, database, tmp_path):
+    """The driver's own plan walk (in this test's classic session): a session-catalog table as
+    ``database.table``, files read by path as OpenLineage names files; ``range()`` is not an input."""
+    from airflow_provider_ctas.catalogs.analysis import lineage_inputs
+    from airflow_provider_ctas.spark.engine import ClassicEngine
+
+    files = tmp_path / "events"
+    spark.range(3).write.parquet(str(files))
+    spark.sql(f"CREATE TABLE {database}.dims USING parquet AS SELECT 1 AS id")
+    frame = spark.sql(
+        f"SELECT e.id FROM parquet.`{files.as_uri()}` AS e JOIN {database}.dims AS d ON e.id = d.id CROSS JOIN range(2)"
+    )
+    warnings: list[str] = []
+    log = type("Log", (), {"warning": lambda self, message: warnings.append(message)})()
+    assert lineage_inputs(ClassicEngine(spark), frame, log) == [
+        f"{database}.dims", {"namespace": "file", "name": str(files)}
+    ]  # fmt: skip
+    assert warnings == []

@@ -83,3 +83,11 @@ def test_a_named_catalogs_tables_are_named_after_its_service_or_its_metastore():
     assert catalog_namespace(conf, "lake") == "http://rest:8181"
     assert catalog_namespace(conf, "ice") == "hive://ms:9083"
     assert catalog_namespace(conf, "other") == "hive://session:9083", "no uri: the session's metastore"
+
+
+def test_paths_are_named_as_openlineage_names_files():
+    from airflow_provider_ctas.catalogs.metastore.namespace import path_dataset
+
+    assert path_dataset("file:/data/events") == ("file", "/data/events")
+    assert path_dataset("s3a://bucket/warehouse/t") == ("s3://bucket", "warehouse/t")
+    assert path_dataset("hdfs://nn:8020/w/t") == ("hdfs://nn:8020", "/w/t")

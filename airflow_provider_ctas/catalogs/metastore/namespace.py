@@ -61,6 +61,18 @@ def service_namespace(uri: str) -> str | None:
     return f"{prefix}{parsed.scheme}://{parsed.hostname}:{port}{parsed.path.rstrip('/')}"
 
 
+def path_dataset(uri: str) -> tuple[str, str]:
+    """A path's dataset as OpenLineage's naming spec names files: ``file`` and the absolute path;
+    ``s3://bucket`` (for ``s3a://`` too), ``gs://bucket`` and the key; ``hdfs://host:port``,
+    ``abfss://container@account...`` and the path."""
+    parsed = urlsplit(uri)
+    scheme = {"s3a": "s3", "s3n": "s3"}.get(parsed.scheme, parsed.scheme or "file")
+    if scheme == "file" or not parsed.netloc:
+        return "file", parsed.path or uri
+    path = parsed.path.lstrip("/") if scheme in ("s3", "gs") else parsed.path
+    return f"{scheme}://{parsed.netloc}", path
+
+
 def catalog_namespace(conf: Mapping[str, Any], catalog: str) -> str:
     """The lineage namespace of the tables of Spark catalog ``catalog`` (an Iceberg ``SparkCatalog``
     as ``spark.sql.catalog.<catalog>.*`` configures it): its REST or JDBC service, else its Hive
