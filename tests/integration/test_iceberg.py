@@ -20,7 +20,7 @@ from airflow_provider_ctas.core import markers
 from airflow_provider_ctas.core.errors import InvalidInputError, UnsupportedTargetError
 from airflow_provider_ctas.core.transaction import TransactionKey
 from tests.support.catalog import database_dir
-from tests.support.dags import DAGS_FOLDER, make_dag, run_dag, xcom_value
+from tests.support.dags import DAGS_FOLDER, make_dag, xcom_value
 from tests.support.faults import Trial, check_observations, summarize, wait_for_drivers_to_exit
 from tests.support.format_scenarios import (
     FormatProbe,
@@ -31,9 +31,15 @@ from tests.support.format_scenarios import (
     record_format_cell,
 )
 from tests.support.gc import entries, gc_cli
-from tests.support.iceberg import CATALOG, SPARK_FOR_ICEBERG, IcebergReader, iceberg_conf
+from tests.support.iceberg import (
+    CATALOG,
+    SPARK_FOR_ICEBERG,
+    IcebergReader,
+    iceberg_conf,
+    iceberg_ctas,
+    task_conf_on_spark41,
+)
 from tests.support.processes import wait_for_line
-from tests.support.spark_versions import on_release
 from tests.support.table_reader import TablePoller
 
 pytestmark = [pytest.mark.integration, pytest.mark.slow, pytest.mark.formats]
@@ -48,18 +54,12 @@ def reader(metastore, tmp_path_factory) -> Iterator[IcebergReader]:
     session.close()
 
 
+_ctas = iceberg_ctas
+
+
 @pytest.fixture
 def on_spark41(monkeypatch, metastore) -> dict[str, str]:
-    """A task's conf for the Iceberg catalog; its spark-submit and driver are Spark 4.1's."""
-    env, conf = on_release(SPARK_FOR_ICEBERG, archive=True)
-    for key, value in env.items():
-        monkeypatch.setenv(key, value)
-    return {**conf, **iceberg_conf(metastore)}
-
-
-def _ctas(dag_id: str, conf: dict[str, str], **kwargs: Any) -> tuple[str, dict[str, Any]]:
-    run = run_dag(make_dag(dag_id, conf=conf, table_format="iceberg", **kwargs))
-    return run.task_state, xcom_value(dag_id, run.run_id, "ctas_transaction") or {}
+    return task_conf_on_spark41(monkeypatch, iceberg_conf(metastore))
 
 
 def _leftovers(reader: IcebergReader, database: str, table: str) -> list[str]:

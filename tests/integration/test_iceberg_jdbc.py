@@ -8,17 +8,14 @@ from __future__ import annotations
 
 import uuid
 from collections.abc import Iterator
-from typing import Any
 
 import pytest
 
 from airflow_provider_ctas.core import markers
 from ctas_devstack.postgres import create_database, drop_database
-from tests.support.dags import make_dag, run_dag, xcom_value
 from tests.support.faults import summarize
-from tests.support.format_scenarios import FormatProbe, zombie_in_publish_window
-from tests.support.iceberg import ICEBERG_RUNTIME, SPARK_FOR_ICEBERG, locked_jars
-from tests.support.spark_versions import on_release
+from tests.support.format_scenarios import zombie_in_publish_window
+from tests.support.iceberg import ICEBERG_RUNTIME, iceberg_ctas, leftovers, locked_jars, probe, task_conf_on_spark41
 from tests.support.table_reader import TableReader
 
 pytestmark = [pytest.mark.integration, pytest.mark.slow, pytest.mark.formats]
@@ -54,44 +51,23 @@ def reader(catalog_conf, tmp_path_factory) -> Iterator[TableReader]:
 
 @pytest.fixture
 def on_jdbc(monkeypatch, catalog_conf) -> dict[str, str]:
-    env, conf = on_release(SPARK_FOR_ICEBERG, archive=True)
-    for key, value in env.items():
-        monkeypatch.setenv(key, value)
-    return {**conf, **catalog_conf}
-
-
-def _leftovers(reader: TableReader, table: str) -> list[str]:
-    staging = [r[1] for r in reader.rows(f"SHOW TABLES IN {CATALOG}.{NAMESPACE}") if r[1].startswith("__ctas_")]
-    if not reader.exists(table):
-        return staging
-    branches = [r[0] for r in reader.rows(f"SELECT name FROM {table}.refs WHERE name != 'main'")]
-    return staging + branches + [k for k in reader.properties(table) if k.startswith("airflow_ctas.fence")]
-
-
-def _ctas(dag_id: str, conf: dict[str, str], **kwargs: Any) -> tuple[str, dict[str, Any]]:
-    run = run_dag(make_dag(dag_id, conf=conf, table_format="iceberg", **kwargs))
-    return run.task_state, xcom_value(dag_id, run.run_id, "ctas_transaction") or {}
+    return task_conf_on_spark41(monkeypatch, catalog_conf)
 
 
 def test_jdbc_catalog_creates_and_fences_a_zombie(stack, reader, on_jdbc, tmp_path):
     created = f"{CATALOG}.{NAMESPACE}.created"
-    state, txn = _ctas("jdbc_create", on_jdbc, target_table=created, sql="SELECT id FROM range(40)",
+    state, txn = iceberg_ctas("jdbc_create", on_jdbc, target_table=created, sql="SELECT id FROM range(40)",
                        checks=[{"type": "unique", "columns": ["id"]}])  # fmt: skip
     assert state == "success", txn
     assert txn["details"]["publish"]["mechanism"] == "rename"
     assert txn["details"]["metastore_uris"] == on_jdbc[f"spark.sql.catalog.{CATALOG}.uri"]
     assert reader.value(f"SELECT count(*) FROM {created}") == 40
     assert reader.properties(created)[markers.ROW_COUNT] == "40"
-    assert _leftovers(reader, created) == []
+    assert leftovers(reader, f"{CATALOG}.{NAMESPACE}", created) == []
 
     target = f"{CATALOG}.{NAMESPACE}.fenced"
-    probe = FormatProbe(
-        "iceberg-jdbc",
-        reader,
-        leftovers=lambda: _leftovers(reader, target),
-        versions=lambda table: int(reader.value(f"SELECT count(*) FROM {table}.snapshots")),
-    )
-    result = zombie_in_publish_window(probe, target, on_jdbc, tmp_path, "jdbc_zombie")
+    scenario = probe("iceberg-jdbc", reader, f"{CATALOG}.{NAMESPACE}", target)
+    result = zombie_in_publish_window(scenario, target, on_jdbc, tmp_path, "jdbc_zombie")
     assert result["try2"] == "success" and result["try1_decided_commit"]
     assert reader.rows(f"SELECT DISTINCT written_by_try FROM {target}") == [[2]]
     assert result["left"] == []

@@ -13,19 +13,16 @@ from __future__ import annotations
 import time
 from collections.abc import Iterator
 from pathlib import Path
-from typing import Any
 
 import pytest
 
-from airflow_provider_ctas.catalogs.iceberg.fence import FENCE_PREFIX
 from airflow_provider_ctas.core import markers
 from ctas_devstack.iceberg_rest import IcebergRestCatalog
-from tests.support.dags import DAGS_FOLDER, make_dag, run_dag, xcom_value
+from tests.support.dags import DAGS_FOLDER, make_dag
 from tests.support.faults import Trial, check_observations, summarize
 from tests.support.format_scenarios import FormatProbe, record_format_cell, zombie_in_publish_window
-from tests.support.iceberg import SPARK_FOR_ICEBERG, iceberg_jar
+from tests.support.iceberg import iceberg_ctas, iceberg_jar, leftovers, probe, task_conf_on_spark41
 from tests.support.processes import wait_for_line
-from tests.support.spark_versions import on_release
 from tests.support.table_reader import TablePoller, TableReader
 
 pytestmark = [pytest.mark.integration, pytest.mark.slow, pytest.mark.formats]
@@ -53,40 +50,20 @@ def reader(rest, tmp_path_factory) -> Iterator[TableReader]:
 
 @pytest.fixture
 def on_rest(monkeypatch, rest) -> dict[str, str]:
-    """A task's conf for the REST catalog; its spark-submit and driver are Spark 4.1's."""
-    env, conf = on_release(SPARK_FOR_ICEBERG, archive=True)
-    for key, value in env.items():
-        monkeypatch.setenv(key, value)
-    return {**conf, "spark.jars": iceberg_jar(), **rest.conf(CATALOG)}
-
-
-def _ctas(dag_id: str, conf: dict[str, str], **kwargs: Any) -> tuple[str, dict[str, Any]]:
-    run = run_dag(make_dag(dag_id, conf=conf, table_format="iceberg", **kwargs))
-    return run.task_state, xcom_value(dag_id, run.run_id, "ctas_transaction") or {}
+    return task_conf_on_spark41(monkeypatch, {"spark.jars": iceberg_jar(), **rest.conf(CATALOG)})
 
 
 def _leftovers(reader: TableReader, table: str) -> list[str]:
-    """Staging tables in the namespace, branches other than main and fences on the table."""
-    staging = [r[1] for r in reader.rows(f"SHOW TABLES IN {CATALOG}.{NAMESPACE}") if r[1].startswith("__ctas_")]
-    if not reader.exists(table):
-        return staging
-    branches = [r[0] for r in reader.rows(f"SELECT name FROM {table}.refs WHERE name != 'main'")]
-    fences = [key for key in reader.properties(table) if key.startswith(FENCE_PREFIX)]
-    return staging + branches + fences
+    return leftovers(reader, f"{CATALOG}.{NAMESPACE}", table)
 
 
 def _probe(reader: TableReader, target: str) -> FormatProbe:
-    return FormatProbe(
-        "iceberg-rest",
-        reader,
-        leftovers=lambda: _leftovers(reader, target),
-        versions=lambda table: int(reader.value(f"SELECT count(*) FROM {table}.snapshots")),
-    )
+    return probe("iceberg-rest", reader, f"{CATALOG}.{NAMESPACE}", target)
 
 
 def test_rest_catalog_create_replace_overwrite_and_audit(stack, rest, reader, on_rest):
     target = f"{CATALOG}.{NAMESPACE}.events"
-    state, txn = _ctas("rest_create", on_rest, target_table=target, mode="create", partition_by=["k"],
+    state, txn = iceberg_ctas("rest_create", on_rest, target_table=target, mode="create", partition_by=["k"],
                        sql="SELECT id, id % 3 AS k FROM range(300)",
                        checks=[{"type": "unique", "columns": ["id"]}])  # fmt: skip
     assert state == "success", txn
@@ -96,21 +73,21 @@ def test_rest_catalog_create_replace_overwrite_and_audit(stack, rest, reader, on
     assert reader.properties(target)[markers.ROW_COUNT] == "300"
 
     # A check that fails on the branch: main keeps its version; the branch and fence go.
-    state, txn = _ctas("rest_audit_fails", on_rest, target_table=target, mode="replace",
+    state, txn = iceberg_ctas("rest_audit_fails", on_rest, target_table=target, mode="replace",
                        sql="SELECT id, id % 3 AS k FROM range(10)",
                        checks=[{"type": "row_count_change", "min_ratio": 0.5}])  # fmt: skip
     assert state == "failed" and txn["details"]["error"]["code"] == "AUDIT_FAILED", txn
     assert reader.value(f"SELECT count(*) FROM {target}") == 300
     assert _leftovers(reader, target) == []
 
-    state, txn = _ctas("rest_replace", on_rest, target_table=target, mode="replace",
+    state, txn = iceberg_ctas("rest_replace", on_rest, target_table=target, mode="replace",
                        sql="SELECT id, id % 3 AS k FROM range(60)")  # fmt: skip
     assert state == "success", txn
     assert txn["details"]["publish"]["mechanism"] == "branch"
     assert reader.value(f"SELECT count(*) FROM {target}") == 60
     assert _leftovers(reader, target) == []
 
-    state, txn = _ctas("rest_partitions", on_rest, target_table=target, mode="overwrite_partitions",
+    state, txn = iceberg_ctas("rest_partitions", on_rest, target_table=target, mode="overwrite_partitions",
                        partition_by=["k"], sql=f"SELECT id, 7 AS k FROM {target} WHERE id < 5")  # fmt: skip
     assert state == "success", txn
     assert txn["details"]["inputs"] == [{"namespace": rest.uri, "name": f"{NAMESPACE}.events"}], "lineage input"
@@ -144,7 +121,7 @@ def test_an_unreachable_catalog_is_refused_at_begin_and_fails_a_publish_that_a_r
 
     rest.stop()
     try:
-        state, txn = _ctas("rest_down", on_rest, target_table=target, mode="replace", sql="SELECT 1 AS id")
+        state, txn = iceberg_ctas("rest_down", on_rest, target_table=target, mode="replace", sql="SELECT 1 AS id")
     finally:
         _restart(rest)
     assert state == "failed" and txn["details"]["error"]["code"] == "CATALOG_UNAVAILABLE", txn
@@ -190,7 +167,7 @@ def test_partition_transforms_create_and_overwrite_only_their_partitions(stack, 
     partitioning other than the table's is refused before any data is written."""
     target = f"{CATALOG}.{NAMESPACE}.by_day"
     hours = "SELECT id, TIMESTAMP_NTZ '2026-11-01 00:00:00' + make_dt_interval(0, CAST(id AS INT), 0, 0) AS ts"
-    state, txn = _ctas("rest_days_create", on_rest, target_table=target, mode="overwrite_partitions",
+    state, txn = iceberg_ctas("rest_days_create", on_rest, target_table=target, mode="overwrite_partitions",
                        partition_by=["DAYS(ts)"], sql=f"{hours} FROM range(48)")  # fmt: skip
     assert state == "success", txn
     assert reader.rows(f"SELECT partition.ts_day, record_count FROM {target}.partitions ORDER BY 1") == [
@@ -201,7 +178,7 @@ def test_partition_transforms_create_and_overwrite_only_their_partitions(stack, 
         {"type": "row_count_change", "min_ratio": 0.4, "name": "per partition"},
         {"type": "row_count", "min": 34, "max": 34, "scope": "result", "name": "table rows"},
     ]
-    state, txn = _ctas("rest_days_overwrite", on_rest, target_table=target, mode="overwrite_partitions",
+    state, txn = iceberg_ctas("rest_days_overwrite", on_rest, target_table=target, mode="overwrite_partitions",
                        partition_by=["days(ts)"], sql=f"{hours} FROM range(24, 34)", checks=checks)  # fmt: skip
     assert state == "success", txn
     assert [(c["name"], c["value"]) for c in txn["details"]["checks"]] == [("per partition", round(10 / 24, 4)),
@@ -211,7 +188,7 @@ def test_partition_transforms_create_and_overwrite_only_their_partitions(stack, 
         ["2026-11-01", 24], ["2026-11-02", 10]
     ]  # fmt: skip
 
-    state, txn = _ctas("rest_months", on_rest, target_table=target, mode="overwrite_partitions",
+    state, txn = iceberg_ctas("rest_months", on_rest, target_table=target, mode="overwrite_partitions",
                        partition_by=["months(ts)"], sql=f"{hours} FROM range(3)")  # fmt: skip
     assert state == "failed" and txn["details"]["error"]["code"] == "UNSUPPORTED_TARGET", txn
     assert "partition_by ['months(ts)'] differs from" in txn["details"]["error"]["message"]

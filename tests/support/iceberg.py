@@ -7,8 +7,15 @@ from __future__ import annotations
 import subprocess
 import sys
 from pathlib import Path
+from typing import Any
 
+import pytest
+
+from airflow_provider_ctas.catalogs.iceberg.fence import FENCE_PREFIX, LEGACY_BEGUN_PREFIX
 from ctas_devstack.metastore import HiveMetastore
+from tests.support.dags import make_dag, run_dag, xcom_value
+from tests.support.format_scenarios import FormatProbe
+from tests.support.spark_versions import on_release
 from tests.support.table_reader import SPARK_FOR_FORMATS, TableReader
 
 SPARK_FOR_ICEBERG = SPARK_FOR_FORMATS
@@ -26,6 +33,40 @@ def locked_jars(*prefixes: str) -> str:
     return subprocess.run(
         [sys.executable, "scripts/fetch_jars.py", "--select", *prefixes], capture_output=True, text=True, check=True
     ).stdout.strip()
+
+
+def task_conf_on_spark41(monkeypatch: pytest.MonkeyPatch, catalog_conf: dict[str, str]) -> dict[str, str]:
+    """A task's conf for an Iceberg catalog (``catalog_conf``); its spark-submit and driver are Spark 4.1's."""
+    env, conf = on_release(SPARK_FOR_ICEBERG, archive=True)
+    for key, value in env.items():
+        monkeypatch.setenv(key, value)
+    return {**conf, **catalog_conf}
+
+
+def iceberg_ctas(dag_id: str, conf: dict[str, str], **kwargs: Any) -> tuple[str, dict[str, Any]]:
+    """One run of an Iceberg CTAS DAG: the task's state and its XCom transaction."""
+    run = run_dag(make_dag(dag_id, conf=conf, table_format="iceberg", **kwargs))
+    return run.task_state, xcom_value(dag_id, run.run_id, "ctas_transaction") or {}
+
+
+def leftovers(reader: TableReader, namespace: str, table: str) -> list[str]:
+    """Staging tables in ``namespace`` (``catalog.database``), branches other than main and fences on the table."""
+    staging = [r[1] for r in reader.rows(f"SHOW TABLES IN {namespace}") if r[1].startswith("__ctas_")]
+    if not reader.exists(table):
+        return staging
+    branches = [r[0] for r in reader.rows(f"SELECT name FROM {table}.refs WHERE name != 'main'")]
+    fences = [k for k in reader.properties(table) if k.startswith((FENCE_PREFIX, LEGACY_BEGUN_PREFIX))]
+    return staging + branches + fences
+
+
+def probe(table_format: str, reader: TableReader, namespace: str, table: str) -> FormatProbe:
+    """How the format scenarios read an Iceberg table's leftovers and versions."""
+    return FormatProbe(
+        table_format,
+        reader,
+        leftovers=lambda: leftovers(reader, namespace, table),
+        versions=lambda name: int(reader.value(f"SELECT count(*) FROM {name}.snapshots")),
+    )
 
 
 def iceberg_conf(metastore: HiveMetastore) -> dict[str, str]:

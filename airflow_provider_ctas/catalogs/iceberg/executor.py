@@ -144,14 +144,8 @@ class IcebergExecutor(PhaseExecutor[IcebergTable]):
     def _create_branch(self, existing: Any, schema: StructType) -> str:
         target, txn, try_number = self.table.target, self.table.txn_id, self.table.try_number
         current = existing.operations().refresh()
-        _require_same_shape(target.qualified, current, schema, self.table.partition_by)
-        spec = md.partitioning(current)
-        if self.table.mode is Mode.OVERWRITE_PARTITIONS and [s for s, _ in spec] != list(self.table.partition_by):
-            raise UnsupportedTargetError(
-                f"{target} is partitioned by {[s for s, _ in spec]}, not by {list(self.table.partition_by)}; "
-                "overwrite_partitions keeps the table's partitioning"
-            )
-        self.partition_fields = dict(spec)
+        # overwrite_partitions always names partition_by, so this also checks it names the table's.
+        self.partition_fields = _require_same_shape(target.qualified, current, schema, self.table.partition_by)
         branch, catalog = self.table.branch, self._catalog()
         begun = fence.begun_record(now_iso(), self.table.key.to_dict())
 
@@ -506,9 +500,12 @@ def _without_other_tries(base: Any, builder: Any, txn_id: str, try_number: int) 
     return builder
 
 
-def _require_same_shape(target: str, metadata: Any, schema: StructType, partition_by: tuple[str, ...]) -> None:
+def _require_same_shape(
+    target: str, metadata: Any, schema: StructType, partition_by: tuple[str, ...]
+) -> dict[str, str]:
     """A replace writes a snapshot of the target's own schema and partitioning; Iceberg's schema is
-    table-wide, so changing it would show the new shape to readers of the old version."""
+    table-wide, so changing it would show the new shape to readers of the old version. Returns the
+    table's partition fields (as ``partition_by`` spells them) with their names in the partition struct."""
     columns = [(str(f.name()).lower(), str(f.type())) for f in metadata.schema().columns()]
     if not same_columns(columns, schema):
         new = [(f.name.lower(), f.dataType.simpleString()) for f in schema.fields]
@@ -517,12 +514,13 @@ def _require_same_shape(target: str, metadata: Any, schema: StructType, partitio
             "schema (readers of the current version would see a new schema); drop the table first or "
             "write under a new name"
         )
-    spec = [spelled for spelled, _ in md.partitioning(metadata)]
-    if partition_by and list(partition_by) != spec:
+    fields = dict(md.partitioning(metadata))
+    if partition_by and list(partition_by) != list(fields):
         raise UnsupportedTargetError(
-            f"partition_by {list(partition_by)} differs from {target}'s partitioning {spec}; a replace or "
+            f"partition_by {list(partition_by)} differs from {target}'s partitioning {list(fields)}; a replace or "
             "overwrite_partitions keeps the table's partitioning"
         )
+    return fields
 
 
 # Iceberg accepts these into a wider column on write (type promotion).
