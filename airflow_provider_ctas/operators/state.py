@@ -6,10 +6,13 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import TYPE_CHECKING, Any, NoReturn, Protocol
 
+from airflow.providers.common.compat.sdk import AirflowException
+
 from airflow_provider_ctas.catalogs import load_two_phase_table
 from airflow_provider_ctas.core.errors import AuditFailedError, CtasError, error_from_code
-from airflow_provider_ctas.core.transaction import TwoPhaseTable
+from airflow_provider_ctas.core.transaction import Outcome, TwoPhaseTable, TxnState
 from airflow_provider_ctas.operators.exceptions import airflow_exception
+from airflow_provider_ctas.spark.protocol import PhaseResult, Reached
 
 if TYPE_CHECKING:
     from airflow.sdk import Context
@@ -79,12 +82,49 @@ def _superseded(current: object, table: TwoPhaseTable, log: Log) -> bool:
     return False
 
 
+def apply_result(table: TwoPhaseTable, result: PhaseResult, now: str, log: Log) -> None:
+    """Turn what the Spark run reported into the transaction's transitions (the caller persists them)."""
+    details = {**result.details, "phases": [vars(report) for report in result.phases]}
+    if result.error:
+        details["error"] = result.error
+    if result.reached in (Reached.PREPARED, Reached.COMMITTED) and table.state is TxnState.BEGUN:
+        prepared_at = result.details.get("prepared_at")
+        table.mark_prepared(table.try_number, prepared_at if isinstance(prepared_at, str) else now)
+    if result.ok:
+        outcome = Outcome(result.outcome) if result.outcome else Outcome.PUBLISHED
+        table.commit(table.try_number, now, outcome, details)
+    elif result.reached == Reached.COMMITTED:
+        log.warning("The target was published, then the Spark run failed: %s", result.error)
+        table.commit(table.try_number, now, Outcome.PUBLISHED, details)
+    elif result.cleaned_up or result.reached == Reached.ABORTED:
+        table.abort(table.try_number, now, {**details, "aborted_by": "spark driver"})
+    else:
+        table.details.update(details)
+
+
 def run_failure(error: Mapping[str, str], *, retry_on_failed_checks: bool) -> CtasError:
     """The error a failed Spark run reported; a failed audit retries only when the task asks for it."""
     failure = error_from_code(error.get("code", "SPARK_ERROR"), error.get("message", ""))
     if isinstance(failure, AuditFailedError) and retry_on_failed_checks:
         failure.retryable = True
     return failure
+
+
+def refuse_without_begin(cause: BaseException | None) -> NoReturn:
+    """``execute`` without a completed begin for this try: Airflow swallows a callback's error, so
+    it surfaces here, and no Spark work starts."""
+    if isinstance(cause, CtasError):
+        raise_for_airflow(cause)
+    raise AirflowException(
+        "begin did not complete for this try"
+        + (
+            f" ({type(cause).__name__}: {cause})"
+            if cause
+            else " (on_execute_callback did not run: were the operator's lifecycle callbacks replaced after "
+            "it was built? pass your own as on_*_callback arguments, which run after the operator's)"
+        )
+        + "; refusing to start any Spark work"
+    )
 
 
 def raise_for_airflow(error: CtasError) -> NoReturn:

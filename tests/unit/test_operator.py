@@ -11,7 +11,7 @@ from airflow_provider_ctas.catalogs.delta.table import DeltaTable, write_version
 from airflow_provider_ctas.core.errors import AtomicityNotSupportedError, InvalidInputError
 from airflow_provider_ctas.core.transaction import TransactionKey
 from airflow_provider_ctas.operators import AtomicCtasOperator
-from airflow_provider_ctas.operators.atomic_ctas import ctas_abort, ctas_begin, ctas_finalize
+from airflow_provider_ctas.operators.lifecycle import ctas_abort, ctas_begin, ctas_finalize
 
 
 def make(**kwargs) -> AtomicCtasOperator:
@@ -160,7 +160,7 @@ def test_an_abort_delivered_outside_the_try_starts_no_spark_work(monkeypatch):
 
     op = make()
     monkeypatch.setattr(op, "_new_runner", no_spark)
-    monkeypatch.setattr("airflow_provider_ctas.operators.atomic_ctas.xcom_table", no_spark)
+    monkeypatch.setattr("airflow_provider_ctas.operators.lifecycle.xcom_table", no_spark)
     failed_try_1: Any = {"ti": SimpleNamespace(try_number=1), "task": op}
     ctas_abort(failed_try_1)  # fresh operator: it ran no try
     ctas_abort(failed_try_1)  # delivered again
@@ -273,7 +273,7 @@ def test_each_error_family_raises_its_own_airflow_exception_for_retry_policies()
 def test_mode_connection_and_submit_options_render_from_templates(tmp_path):
     import jinja2
 
-    from airflow_provider_ctas.operators.atomic_ctas import _rendered_submit_options
+    from airflow_provider_ctas.operators.arguments import rendered_submit_options
 
     (tmp_path / "daily.hql").write_text("SELECT '{{ params.day }}' AS day")
     op = make(
@@ -289,7 +289,7 @@ def test_mode_connection_and_submit_options_render_from_templates(tmp_path):
     assert op.spark_submit_options == {"driver_memory": "2g"}
     assert op.conf == {"spark.sql.shuffle.partitions": "8"}
     with pytest.raises(InvalidInputError, match="must render to a dict"):
-        _rendered_submit_options("{'driver_memory': '2g'}")
+        rendered_submit_options("{'driver_memory': '2g'}")
     with pytest.raises(InvalidInputError, match="unsupported keys"):
         make(spark_submit_options={"application": "{{ params.evil }}"})
 
@@ -390,12 +390,12 @@ def test_a_superseded_try_writes_neither_xcom_nor_state_nor_a_link(refuse):
 
 
 def test_the_history_says_when_the_write_finished_not_when_the_task_heard():
+    from airflow_provider_ctas.operators.state import apply_result
     from airflow_provider_ctas.spark.protocol import PhaseResult, Reached
 
     op, table = make(), _try(1)
     result = PhaseResult(ok=True, reached=Reached.COMMITTED, details={"prepared_at": "2024-01-01T00:00:05+00:00"})
-    context: Any = {"ti": _Ti(), "task_state_store": _Store()}
-    op._apply(context, table, result)
+    apply_result(table, result, "2024-01-01T00:01:00+00:00", op.log)
     prepared = [entry for entry in table.history if entry.state.value == "prepared"]
     assert [entry.at for entry in prepared] == ["2024-01-01T00:00:05+00:00"]
     assert table.history[-1].state.value == "committed" and table.history[-1].at != prepared[0].at

@@ -1,0 +1,79 @@
+"""The operator's arguments: checked when the DAG is parsed where they are already known, so a typo
+fails the DAG import instead of a run at 3 a.m.; templated ones are checked once rendered, in begin,
+before any Spark work."""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Mapping, Sequence
+from typing import Any
+
+from airflow_provider_ctas.catalogs.query import validate_query
+from airflow_provider_ctas.catalogs.strategy import Strategy
+from airflow_provider_ctas.core.checks import Check, validate_checks
+from airflow_provider_ctas.core.errors import InvalidInputError
+from airflow_provider_ctas.core.identifiers import TableRef, validate_table_properties
+from airflow_provider_ctas.core.modes import parse_mode
+from airflow_provider_ctas.core.partitioning import validate_partition_by
+from airflow_provider_ctas.runners.spark_submit import validate_submit_options
+
+Callback = Callable[..., Any]
+
+
+def callbacks(value: Callback | Sequence[Callback] | None) -> list[Callback]:
+    if value is None:
+        return []
+    if callable(value):
+        return [value]
+    return list(value)
+
+
+def is_templated(value: object) -> bool:
+    return isinstance(value, str) and ("{{" in value or "{%" in value)
+
+
+def has_templates(mapping: object) -> bool:
+    """A dict with a templated key or value: checked once rendered, not when the DAG is parsed."""
+    return isinstance(mapping, Mapping) and any(is_templated(k) or is_templated(v) for k, v in mapping.items())
+
+
+def rendered_submit_options(value: object) -> dict[str, Any]:
+    """spark_submit_options once templates rendered: a dict (values may have been templates)."""
+    if value is not None and not isinstance(value, Mapping):
+        raise InvalidInputError(
+            f"spark_submit_options must render to a dict, got {type(value).__name__}: template its values, "
+            "or render the whole dict with the DAG's render_template_as_native_obj=True"
+        )
+    return validate_submit_options(value)
+
+
+def partition_list(partition_by: Sequence[str] | str | None) -> Sequence[str] | str | None:
+    """One column may be given as a string; a template stays a string until it renders."""
+    return [partition_by] if isinstance(partition_by, str) and not is_templated(partition_by) else partition_by
+
+
+def check_known_arguments(
+    strategy: Strategy,
+    *,
+    sql: str,
+    sql_extensions: Sequence[str],
+    target_table: str,
+    mode: str,
+    partition_by: Sequence[str] | str | None,
+    table_format: str,
+    table_properties: object,
+    checks: Sequence[Check | Mapping[str, Any]],
+) -> TableRef | None:
+    """Refuse what is already wrong; the target, when it is known before templates render."""
+    if not is_templated(sql) and not str(sql).endswith(tuple(sql_extensions)):
+        validate_query(sql)
+    target = None if is_templated(target_table) else strategy.validate_target(target_table)
+    if not is_templated(partition_by):
+        validate_partition_by(partition_by)
+        if not is_templated(mode):
+            parse_mode(mode, partition_by=partition_by or ())
+    if not is_templated(table_properties) and not has_templates(table_properties):
+        validate_table_properties(table_properties)
+    validate_checks(checks)  # templated SQL is checked again, rendered, before any Spark work
+    if checks and not strategy.audits:
+        raise InvalidInputError(f"checks are not supported for {table_format!r} tables yet; remove checks=")
+    return target
