@@ -12,6 +12,13 @@ bash scripts/setup.sh
 export PATH="$PWD/.venv/bin:$PATH"
 mkdir -p build/reports .ctas-local
 
+# The tests' class-data-sharing archives of Spark's classes (tests/support/jvm.py), made while the
+# gate runs (about a minute of one core); pytest's fixtures wait for them (and make them themselves
+# if this did not). Stopped if the gate fails.
+setsid python -m tests.support.jvm > .ctas-local/cds.log 2>&1 &
+archives_pid=$!
+trap 'kill -- -"$archives_pid" 2>/dev/null || true' EXIT
+
 gate_started=$SECONDS
 ruff check .
 ruff format --check .
@@ -35,14 +42,12 @@ done
 [ "$gate_failed" = 0 ] || exit 1
 pytest -m unit --junitxml=build/reports/junit-unit.xml
 echo "test.sh: the fast gate passed in $((SECONDS - gate_started)) s"
+trap - EXIT  # the archives are still wanted
 
 # The scheduler tests keep Airflow's metadata in PostgreSQL: use the one on 5432 or start a private one.
 if [ "$(bash scripts/postgres.sh start)" = started ]; then
   trap 'bash scripts/postgres.sh stop >/dev/null' EXIT
 fi
-# The tests' class-data-sharing archive of Spark's classes (tests/support/jvm.py); pytest's fixtures
-# wait for it (and make it themselves if this did not).
-python -m tests.support.jvm > .ctas-local/cds.log 2>&1 &
 if [ "$#" -eq 0 ]; then
   set -- -m "not unit and not bench"  # bench: contributor tooling, run by bash scripts/test.sh -m bench
 fi

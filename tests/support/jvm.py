@@ -192,6 +192,13 @@ def s3_dist_classpath() -> str:
 
 
 if __name__ == "__main__":
-    # scripts/test.sh makes the archive while lint and type checks run.
+    # scripts/test.sh makes the archives while lint, type checks and unit tests run: the main
+    # pyspark's, then that of the release the Iceberg and Delta tests run their drivers on.
+    from tests.support.spark_versions import on_release
+    from tests.support.table_reader import SPARK_FOR_FORMATS
+
     made = ensure_archive(s3_dist_classpath())
     print(f"tests: CDS archive {made or 'not made (JVMs start without one)'}")
+    os.environ["SPARK_DIST_CLASSPATH"] = s3_dist_classpath()  # as every test JVM has it (fixtures.py)
+    on_release(SPARK_FOR_FORMATS, archive=True)
+    print(f"tests: Spark {SPARK_FOR_FORMATS}'s environment and CDS archive made")
