@@ -122,10 +122,18 @@ class StorageAccessError(CtasError):
 
 
 class CatalogUnavailableError(CtasError):
-    """The table's catalog service (an Iceberg REST catalog) could not be reached or refused the
-    credentials. Raised before any data is written; a retry may find it back."""
+    """The table's catalog service (a Hive metastore, an Iceberg REST or JDBC catalog) could not be
+    reached or refused the credentials; a retry may find it back. Whatever the try staged stays
+    until its abort, the next try or a GC pass removes it."""
 
     code = "CATALOG_UNAVAILABLE"
+
+
+# What Hive's metastore client says when no metastore URI answers (Hive 2.3's RetryingMetaStoreClient).
+METASTORE_UNREACHABLE_MARKERS = (
+    "Could not connect to meta store using any of the URIs provided",
+    "Unable to instantiate org.apache.hadoop.hive.ql.metadata.SessionHiveMetaStoreClient",
+)
 
 
 # What S3A (and the GCS/ABFS connectors) say when a bucket is missing or access is refused.

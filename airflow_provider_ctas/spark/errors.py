@@ -9,8 +9,10 @@ from __future__ import annotations
 import re
 
 from airflow_provider_ctas.core.errors import (
+    METASTORE_UNREACHABLE_MARKERS,
     STORAGE_ACCESS_MARKERS,
     STORAGE_NOT_FOUND_MARKERS,
+    CatalogUnavailableError,
     CtasError,
     QueryFailedError,
     SparkJobError,
@@ -63,4 +65,8 @@ def classify(exc: BaseException) -> CtasError:
         return StorageNotFoundError(f"the object store's bucket does not exist: {text}")
     if any(marker in full for marker in STORAGE_ACCESS_MARKERS):
         return StorageAccessError(f"the object store refused access (credentials?): {text}")
+    if any(marker in full for marker in METASTORE_UNREACHABLE_MARKERS):
+        return CatalogUnavailableError(
+            f"the Hive metastore did not answer (spark.hadoop.hive.metastore.uris; is it running?): {text}"
+        )
     return SparkJobError(text)

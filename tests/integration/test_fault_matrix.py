@@ -213,6 +213,7 @@ CELLS = [
         "create",
         metastore_down_at_publish,
         {"after_prepare": {"sleep": 6, "only_try": 1}},
+        try1_says="CATALOG_UNAVAILABLE",
     ),
     Cell(
         "raise-publish-flip",

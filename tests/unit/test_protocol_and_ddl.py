@@ -166,3 +166,17 @@ def test_a_missing_bucket_or_refused_credentials_are_not_retried():
     assert (classify(denied).code, classify(denied).retryable) == ("STORAGE_ACCESS_DENIED", False)
     refused = RuntimeError("org.apache.hadoop.net.ConnectTimeoutException: connect to 127.0.0.1:9 timed out")
     assert (classify(refused).code, classify(refused).retryable) == ("SPARK_ERROR", True)  # may pass on a retry
+
+
+def test_an_unreachable_metastore_is_named_and_retried():
+    from airflow_provider_ctas.spark.errors import classify
+
+    # What the driver reported when the fault matrix stopped the metastore service at the publish.
+    down = RuntimeError(
+        "[_LEGACY_ERROR_TEMP_3065] org.apache.hadoop.hive.ql.metadata.HiveException: Unable to fetch table "
+        "__ctas_cfb8521d0c9a7e28_s1. Could not connect to meta store using any of the URIs provided. Most recent "
+        "failure: org.apache.thrift.transport.TTransportException: java.net.ConnectException: Connection refused"
+    )
+    error = classify(down)
+    assert (error.code, error.retryable) == ("CATALOG_UNAVAILABLE", True)
+    assert "hive.metastore.uris" in str(error)
