@@ -2,8 +2,9 @@
 
 A run writes its report under build/reports/ (ignored by git), never under docs/: the fault matrix
 (``reliability.md``, tests/support/reliability.py), the benchmark (``benchmarks.md`` and its plot,
-or ``formats.md`` for a run of the Iceberg/Delta approaches; benchmarks/ctas_benchmark.py) and the
-profile (``profile.md``, benchmarks/profile_phases.py). Each report carries one history marker, an
+or ``formats.md`` for a run of the Iceberg/Delta approaches; benchmarks/ctas_benchmark.py) the
+profile (``profile.md``, benchmarks/profile_phases.py) and where a test run's minutes went
+(``test-times.md``, tests/support/test_times.py). Each report carries one history marker, an
 HTML comment with its history row's cells (run date, commit, key figures).
 
 Publishing (``bash scripts/publish_reports.sh``, i.e. ``python -m ctas_devstack.reports``) is done on
@@ -82,7 +83,14 @@ PROFILE = Kind(
     ("run (UTC)", "commit", "rows", "phases per approach, as the driver timed them (s)"),
     _RUNS_NOTE + "'driver' is the seconds of the driver's main thread under py-spy.",
 )
-KINDS = (RELIABILITY, BENCHMARKS, FORMATS, PROFILE)
+TEST_TIMES = Kind(
+    "test-times",
+    ("run (UTC)", "commit", "selection (-m)", "tests", "wall (min)", "worker-seconds per lane"),
+    "Published runs: the commit a run tested and which tests it selected. The default run of "
+    "`bash scripts/test.sh` is `not unit and not bench` after the fast gate; its wall time here "
+    "excludes setup and the gate.",
+)
+KINDS = (RELIABILITY, BENCHMARKS, FORMATS, PROFILE, TEST_TIMES)
 
 
 def stamp(iso: str | None = None) -> str:

@@ -12,6 +12,7 @@ import json
 import os
 import re
 import tempfile
+import time
 from pathlib import Path
 
 from tests.support.jvm import CONF_DIR
@@ -55,6 +56,11 @@ _DURATIONS: list[tuple[float, str, str]] = []
 LANES = ("faults", "sequences", "formats", "scheduler", "objectstore", "connect", "versions", "install", "bench")
 """The lanes of docs/contributing.md; an integration test in none of them is in the core lane."""
 _LANE_SECONDS: dict[str, list[float]] = {}
+_STARTED: list[float] = []
+
+
+def pytest_sessionstart(session):
+    _STARTED.append(time.monotonic())
 
 
 def pytest_runtest_logreport(report):
@@ -73,6 +79,7 @@ def pytest_sessionfinish(session, exitstatus):
     under build/reports (artefacts of this run; ``scripts/publish_reports.sh`` updates docs/)."""
     if hasattr(session.config, "workerinput"):
         return
+    from tests.support import test_times
     from tests.support.reliability import BUILD_REPORTS, write_report
 
     BUILD_REPORTS.mkdir(parents=True, exist_ok=True)
@@ -88,3 +95,9 @@ def pytest_sessionfinish(session, exitstatus):
         + "".join(f"{lane}\t{count}\t{seconds:.0f}\n" for lane, (seconds, count) in sorted(_LANE_SECONDS.items()))
     )
     write_report(Path(os.environ["CTAS_TEST_SHARED"]))
+    test_times.write_report(
+        selection=session.config.option.markexpr or " ".join(session.config.invocation_params.args) or "(all)",
+        wall=time.monotonic() - _STARTED[0],
+        lanes={lane: (seconds, int(count)) for lane, (seconds, count) in _LANE_SECONDS.items()},
+        durations=_DURATIONS,
+    )
