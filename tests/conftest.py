@@ -74,6 +74,12 @@ def pytest_runtest_logreport(report):
     entry[1] += report.when == "call"
 
 
+def _selection(config) -> str:
+    """What the run selected, for its report's history row: the marker expression, else the paths."""
+    paths = [str(arg) for arg in config.invocation_params.args if Path(str(arg).split("::")[0]).exists()]
+    return (config.option.markexpr or " ".join(paths) or "(all)").replace("|", "/")
+
+
 def pytest_sessionfinish(session, exitstatus):
     """On the controller (or a run without workers): the run's durations and the fault matrix,
     under build/reports (artefacts of this run; ``scripts/publish_reports.sh`` updates docs/)."""
@@ -96,7 +102,7 @@ def pytest_sessionfinish(session, exitstatus):
     )
     write_report(Path(os.environ["CTAS_TEST_SHARED"]))
     test_times.write_report(
-        selection=session.config.option.markexpr or " ".join(session.config.invocation_params.args) or "(all)",
+        selection=_selection(session.config),
         wall=time.monotonic() - _STARTED[0],
         lanes={lane: (seconds, int(count)) for lane, (seconds, count) in _LANE_SECONDS.items()},
         durations=_DURATIONS,
