@@ -236,7 +236,7 @@ class AtomicCtasOperator(CtasLifecycle, CtasLineageMixin, BaseOperator):
             target=self.target_table,
             mode=self.mode,
             table_format=self.table_format,
-            partition_by=[self.partition_by] if isinstance(self.partition_by, str) else self.partition_by,
+            partition_by=partition_list(self.partition_by),  # rendered: a string is one column
             table_properties=self.table_properties,  # type: ignore[arg-type]
             allow_swap=self.allow_swap,
             superseded_retention=self.superseded_retention,
