@@ -15,6 +15,8 @@ import tempfile
 import time
 from pathlib import Path
 
+import pytest
+
 from tests.support.jvm import CONF_DIR
 
 SESSION_ROOT = Path(tempfile.mkdtemp(prefix="ctas-tests-"))
@@ -38,6 +40,8 @@ os.environ.update(
 
 pytest_plugins = ["tests.support.fixtures"]
 
+from tests.support import test_times  # noqa: E402 (after the environment above: it imports no Airflow)
+
 
 def pytest_collection_modifyitems(config, items):
     """Every test that starts no real process is a ``unit`` test (the fast gate runs them first).
@@ -53,25 +57,73 @@ def pytest_collection_modifyitems(config, items):
 
 
 _DURATIONS: list[tuple[float, str, str]] = []
-LANES = ("faults", "sequences", "formats", "scheduler", "objectstore", "connect", "versions", "install", "bench")
+LANES = (
+    "faults",
+    "sequences",
+    "formats",
+    "scheduler",
+    "yarn",
+    "objectstore",
+    "connect",
+    "versions",
+    "install",
+    "bench",
+)
 """The lanes of docs/contributing.md; an integration test in none of them is in the core lane."""
 _LANE_SECONDS: dict[str, list[float]] = {}
+_CPU: dict[str, float] = {}
 _STARTED: list[float] = []
+_MACHINE_CPU: list[tuple[float, float]] = []
+_CPU_AT_SETUP = pytest.StashKey[float]()
+
+
+def _cpu_seconds() -> float:
+    """CPU time of this process's tree: itself, every live descendant (the session's metastore,
+    reader, servers), and what each of them and this process reaped (the drivers and tasks that
+    ended). A test's share is the difference between two readings, services included."""
+    import psutil
+
+    me = psutil.Process()
+    total = sum(me.cpu_times()[:4])
+    for child in me.children(recursive=True):
+        try:
+            total += sum(child.cpu_times()[:4])
+        except psutil.Error:  # ended between the listing and the reading
+            continue
+    return total
 
 
 def pytest_sessionstart(session):
     _STARTED.append(time.monotonic())
+    _MACHINE_CPU.append(test_times.machine_cpu())
+
+
+@pytest.hookimpl(tryfirst=True)
+def pytest_runtest_setup(item):
+    item.stash[_CPU_AT_SETUP] = _cpu_seconds()
+
+
+@pytest.hookimpl(hookwrapper=True)
+def pytest_runtest_makereport(item, call):
+    """The CPU a test used, from its setup to the end of its teardown, rides on its teardown report
+    (xdist sends a report's user_properties to the controller)."""
+    outcome = yield
+    if call.when == "teardown" and _CPU_AT_SETUP in item.stash:
+        outcome.get_result().user_properties.append(("cpu_seconds", _cpu_seconds() - item.stash[_CPU_AT_SETUP]))
 
 
 def pytest_runtest_logreport(report):
     """Each phase's duration, as the controller receives them from the workers, and each lane's sum."""
     if report.duration >= 0.5:
         _DURATIONS.append((report.duration, report.when, report.nodeid))
+    cpu = dict(report.user_properties).get("cpu_seconds", 0.0)
+    _CPU[report.nodeid] = _CPU.get(report.nodeid, 0.0) + cpu
     keywords = set(report.keywords)
     lane = next((name for name in LANES if name in keywords), "core" if "integration" in keywords else "unit")
-    entry = _LANE_SECONDS.setdefault(lane, [0.0, 0])
+    entry = _LANE_SECONDS.setdefault(lane, [0.0, 0, 0.0])
     entry[0] += report.duration
     entry[1] += report.when == "call"
+    entry[2] += cpu
 
 
 def _selection(config) -> str:
@@ -85,7 +137,6 @@ def pytest_sessionfinish(session, exitstatus):
     under build/reports (artefacts of this run; ``scripts/publish_reports.sh`` updates docs/)."""
     if hasattr(session.config, "workerinput"):
         return
-    from tests.support import test_times
     from tests.support.reliability import BUILD_REPORTS, write_report
 
     BUILD_REPORTS.mkdir(parents=True, exist_ok=True)
@@ -97,13 +148,20 @@ def pytest_sessionfinish(session, exitstatus):
         + "\n"
     )
     (BUILD_REPORTS / f"lanes-{lanes}.tsv").write_text(
-        "# lane\ttests\tworker-seconds (setup, call and teardown of its tests)\n"
-        + "".join(f"{lane}\t{count}\t{seconds:.0f}\n" for lane, (seconds, count) in sorted(_LANE_SECONDS.items()))
+        "# lane\ttests\tworker-seconds (setup, call and teardown of its tests)\tCPU-seconds\n"
+        + "".join(
+            f"{lane}\t{count:.0f}\t{seconds:.0f}\t{cpu:.0f}\n"
+            for lane, (seconds, count, cpu) in sorted(_LANE_SECONDS.items())
+        )
     )
     write_report(Path(os.environ["CTAS_TEST_SHARED"]))
     test_times.write_report(
         selection=_selection(session.config),
         wall=time.monotonic() - _STARTED[0],
-        lanes={lane: (seconds, int(count)) for lane, (seconds, count) in _LANE_SECONDS.items()},
+        lanes={
+            lane: test_times.Lane(seconds, int(count), cpu) for lane, (seconds, count, cpu) in _LANE_SECONDS.items()
+        },
         durations=_DURATIONS,
+        cpu=_CPU,
+        machine_busy=test_times.busy_share(_MACHINE_CPU[0], test_times.machine_cpu()),
     )

@@ -1,5 +1,6 @@
-"""Backfills with Airflow's real scheduler: LocalExecutor on PostgreSQL, a Spark standalone cluster
-(client mode) and the shared metastore service, several runs in parallel.
+"""Backfills with Airflow's real scheduler: LocalExecutor on PostgreSQL, local-mode drivers and the
+shared metastore service, several runs in parallel; and ``on_kill`` on a Spark standalone cluster
+(client mode), which is what kills an application that runs elsewhere than its task.
 
 Pass 1 backfills the logical dates, each overwriting its date's partition of a partitioned table
 (the first runs race to create it). Pass 2 reprocesses the completed runs with new data, with one
@@ -14,6 +15,7 @@ import os
 import threading
 import time
 import uuid
+from collections.abc import Iterator
 from contextlib import ExitStack
 from pathlib import Path
 from typing import Any
@@ -48,10 +50,7 @@ SQL = (
     "SELECT id, '{{{{ ds }}}}' AS ds, " + PASS + " AS pass FROM range(" + PASS + " * 100 + {{{{ logical_date.day }}}})"
     "{{% if ds == var.value.get('ctas_fail_date', '') %}} WHERE raise_error('injected failure') IS NULL{{% endif %}}"
 )
-SPARK = {{
-    "conn_id": "spark_cluster",
-    "conf": {{"spark.cores.max": "1", "spark.executor.memory": "512m", "spark.task.maxFailures": "1"}},
-}}
+SPARK = {{"conn_id": "spark_local", "conf": {{"spark.task.maxFailures": "1"}}}}
 ARGS = dict(
     schedule="@daily",
     start_date=pendulum.datetime(2024, 1, 1, tz="UTC"),
@@ -81,16 +80,15 @@ def expected(pass_number: int, day: int) -> int:
 
 
 @pytest.fixture(scope="module")
-def realistic(metastore, spark, tmp_path_factory):
-    root = tmp_path_factory.mktemp("realistic")
+def scheduler(metastore, spark, tmp_path_factory) -> Iterator[tuple[AirflowServices, Path]]:
+    """Airflow's scheduler, DAG processor and API server on PostgreSQL; the backfill's drivers run in
+    local mode (an executor JVM per application on a cluster would add CPU, not coverage: on_kill on
+    the cluster is its own test)."""
+    root = tmp_path_factory.mktemp("scheduler")
     with ExitStack() as started:  # whatever started is stopped, even if a later step fails
         database = f"ctas_test_{uuid.uuid4().hex[:10]}"
         database_url = create_database(database)
         started.callback(drop_database, database)
-        # A worker's cores are scheduling slots: 8 lets every parallel run get an executor at once on
-        # this 2-core machine (with 2, six of eight applications queued for an executor).
-        cluster = StandaloneCluster(root / "cluster", cores=8, memory="6g").start()
-        started.callback(cluster.stop)
         dags = root / "dags"
         dags.mkdir()
         services = AirflowServices(
@@ -98,13 +96,20 @@ def realistic(metastore, spark, tmp_path_factory):
             database_url,
             dags,
             {
-                "AIRFLOW_CONN_SPARK_CLUSTER": json.dumps({"conn_type": "spark", "host": cluster.master_url}),
+                "AIRFLOW_CONN_SPARK_LOCAL": json.dumps({"conn_type": "spark", "host": "local[1]"}),
                 "AIRFLOW__CORE__PARALLELISM": "8",
             },
         )
         started.callback(services.stop)
         services.start()
-        yield cluster, services, dags
+        yield services, dags
+
+
+@pytest.fixture(scope="module")
+def cluster(metastore, tmp_path_factory) -> Iterator[StandaloneCluster]:
+    cluster = StandaloneCluster(tmp_path_factory.mktemp("cluster"), cores=2, memory="2g").start()
+    yield cluster
+    cluster.stop()
 
 
 def query(services: AirflowServices, sql: str, *params: str) -> list[tuple[Any, ...]]:
@@ -217,8 +222,8 @@ class PartitionReader:
         self._thread.join(timeout=60)
 
 
-def test_backfill_then_reprocess_is_atomic_per_partition(realistic, spark, database):
-    _, services, dags = realistic
+def test_backfill_then_reprocess_is_atomic_per_partition(scheduler, spark, database):
+    services, dags = scheduler
     (dags / "backfill.py").write_text(DAG_SOURCE.format(db=database, days=DAYS))
     services.reserialize()
     for dag_id in ("backfill_partitions", "events_downstream"):
@@ -294,13 +299,12 @@ def test_backfill_then_reprocess_is_atomic_per_partition(realistic, spark, datab
     )
 
 
-def test_on_kill_kills_the_application_on_the_cluster(realistic, stack, spark, database, tmp_path):
+def test_on_kill_kills_the_application_on_the_cluster(cluster, stack, spark, database, tmp_path):
     """SIGTERM the task while its application runs on the standalone cluster (client mode)."""
     from tests.support.dags import DAGS_FOLDER, make_dag
     from tests.support.faults import Trial, wait_for_drivers_to_exit
     from tests.support.processes import find_processes, wait_for_line
 
-    cluster, _, _ = realistic
     target = f"{database}.on_cluster"
     slow = "SELECT id, reflect('java.lang.Thread', 'sleep', CAST(100 AS BIGINT)) AS pause FROM range(0, 600, 1, 2)"
     make_dag("cluster_kill", target_table=target, sql=slow, conn_id="spark_cluster")

@@ -26,7 +26,12 @@ SESSION_ROOT = Path(os.environ["AIRFLOW_HOME"]).parent
 
 # Small, quiet Spark for tests; the metastore service lets the reader and the task's Spark run
 # side by side (Spark's embedded Derby metastore admits one JVM).
-TEST_SPARK_CONF = {"spark.ui.enabled": "false", "spark.sql.shuffle.partitions": "4"}
+TEST_SPARK_CONF = {
+    "spark.ui.enabled": "false",
+    "spark.sql.shuffle.partitions": "4",
+    "spark.sql.codegen.wholeStage": "false",
+    "spark.sql.codegen.factoryMode": "NO_CODEGEN",
+}
 
 
 S3_BUCKET = "warehouse"

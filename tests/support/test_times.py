@@ -7,11 +7,37 @@ from __future__ import annotations
 import os
 import platform
 from collections.abc import Mapping, Sequence
+from pathlib import Path
+from typing import NamedTuple
 
 from ctas_devstack import reports
 
 LONGEST = 25
 TEST_TIMES = reports.TEST_TIMES
+
+
+class Lane(NamedTuple):
+    worker_seconds: float
+    tests: int
+    cpu_seconds: float
+    """What its tests' process trees used (tests/conftest.py); the suite is CPU-bound on two cores,
+    so this, not worker-seconds, is what a cut saves."""
+
+
+def machine_cpu(stat: Path = Path("/proc/stat")) -> tuple[float, float]:
+    """(busy, total) jiffies of every CPU since boot; (0, 0) where there is no /proc/stat."""
+    try:
+        fields = [float(v) for v in stat.read_text().splitlines()[0].split()[1:]]
+    except OSError:
+        return (0.0, 0.0)
+    idle = fields[3] + (fields[4] if len(fields) > 4 else 0.0)  # idle and iowait
+    return (sum(fields) - idle, sum(fields))
+
+
+def busy_share(start: tuple[float, float], end: tuple[float, float]) -> float | None:
+    """How busy the machine's CPUs were between two :func:`machine_cpu` readings."""
+    total = end[1] - start[1]
+    return (end[0] - start[0]) / total if total > 0 else None
 
 
 def per_test(durations: Sequence[tuple[float, str, str]]) -> dict[str, float]:
@@ -26,16 +52,22 @@ def render(
     *,
     selection: str,
     wall: float,
-    lanes: Mapping[str, tuple[float, int]],
+    lanes: Mapping[str, Lane],
     durations: Sequence[tuple[float, str, str]],
+    cpu: Mapping[str, float],
+    machine_busy: float | None,
     stamp: str,
     commit: str,
 ) -> str:
-    """The report: the run's wall time, each lane's worker-seconds, the longest tests, and its history row."""
-    worker_seconds = sum(seconds for seconds, _ in lanes.values())
-    tests = sum(count for _, count in lanes.values())
-    by_lane = ", ".join(f"{lane} {seconds:.0f}" for lane, (seconds, _) in sorted(lanes.items(), key=lambda i: -i[1][0]))
+    """The report: the run's wall time, each lane's worker- and CPU-seconds, the longest tests, and its
+    history row."""
+    ordered = sorted(lanes.items(), key=lambda item: -item[1].worker_seconds)
+    worker_seconds = sum(lane.worker_seconds for lane in lanes.values())
+    cpu_seconds = sum(lane.cpu_seconds for lane in lanes.values())
+    tests = sum(lane.tests for lane in lanes.values())
+    by_lane = ", ".join(f"{name} {lane.worker_seconds:.0f}" for name, lane in ordered)
     longest = sorted(per_test(durations).items(), key=lambda item: -item[1])[:LONGEST]
+    busy = "" if machine_busy is None else f" The machine's CPUs were {machine_busy:.0%} busy."
     lines = [
         "# Test times: where a run's minutes go",
         "",
@@ -46,22 +78,26 @@ def render(
         "",
         f"Run on {stamp} UTC at commit {commit}, {platform.node()} ({platform.machine()}, {os.cpu_count()} CPUs): "
         f"tests selected by `{selection}`, {tests} tests, {wall / 60:.1f} min of wall time, {worker_seconds:.0f} "
-        "worker-seconds (the sum of every test's setup, call and teardown over the xdist workers).",
+        "worker-seconds (the sum of every test's setup, call and teardown over the xdist workers) and "
+        f"{cpu_seconds:.0f} CPU-seconds (what each test's process tree used from its setup to its teardown: the "
+        f"test process, its drivers and tasks, and the worker's services, whose start a worker's first test "
+        f"carries).{busy}",
         "",
-        "| lane | tests | worker-seconds | share |",
-        "|---|---|---|---|",
+        "| lane | tests | worker-seconds | share | CPU-seconds | share |",
+        "|---|---|---|---|---|---|",
         *(
-            f"| {lane} | {count} | {seconds:.0f} | {seconds / worker_seconds:.0%} |"
-            for lane, (seconds, count) in sorted(lanes.items(), key=lambda item: -item[1][0])
+            f"| {name} | {lane.tests} | {lane.worker_seconds:.0f} | {lane.worker_seconds / worker_seconds:.0%} "
+            f"| {lane.cpu_seconds:.0f} | {lane.cpu_seconds / cpu_seconds if cpu_seconds else 0:.0%} |"
+            for name, lane in ordered
             if worker_seconds
         ),
         "",
         "A test in several lanes counts in the first of `tests/conftest.py`'s `LANES` it is in; an integration",
         "test in none is in `core`. The longest tests (setup, call and teardown):",
         "",
-        "| test | seconds |",
-        "|---|---|",
-        *(f"| `{nodeid}` | {seconds:.0f} |" for nodeid, seconds in longest),
+        "| test | seconds | CPU-seconds |",
+        "|---|---|---|",
+        *(f"| `{nodeid}` | {seconds:.0f} | {cpu.get(nodeid, 0.0):.0f} |" for nodeid, seconds in longest),
         "",
         reports.marker(TEST_TIMES, [stamp, commit, selection, str(tests), f"{wall / 60:.1f}", by_lane or "-"]),
         "",
@@ -70,7 +106,13 @@ def render(
 
 
 def write_report(
-    *, selection: str, wall: float, lanes: Mapping[str, tuple[float, int]], durations: Sequence[tuple[float, str, str]]
+    *,
+    selection: str,
+    wall: float,
+    lanes: Mapping[str, Lane],
+    durations: Sequence[tuple[float, str, str]],
+    cpu: Mapping[str, float],
+    machine_busy: float | None,
 ) -> None:
     TEST_TIMES.report.parent.mkdir(parents=True, exist_ok=True)
     TEST_TIMES.report.write_text(
@@ -79,6 +121,8 @@ def write_report(
             wall=wall,
             lanes=lanes,
             durations=durations,
+            cpu=cpu,
+            machine_busy=machine_busy,
             stamp=reports.stamp(),
             commit=reports.commit("airflow_provider_ctas", "tests"),
         )
