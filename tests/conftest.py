@@ -15,6 +15,7 @@ import tempfile
 import time
 from pathlib import Path
 
+import hypothesis
 import pytest
 
 from tests.support.jvm import CONF_DIR
@@ -39,6 +40,11 @@ os.environ.update(
 (SESSION_ROOT / "dags").mkdir(parents=True, exist_ok=True)
 
 pytest_plugins = ["tests.support.fixtures"]
+
+# Property tests check logic, not speed: no per-example deadline, which a busy machine (CI beside
+# another run) exceeds without anything being wrong.
+hypothesis.settings.register_profile("ctas", deadline=None)
+hypothesis.settings.load_profile("ctas")
 
 from tests.support import test_times  # noqa: E402 (after the environment above: it imports no Airflow)
 

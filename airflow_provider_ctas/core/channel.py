@@ -30,7 +30,7 @@ class LineChannel:
     def receive(self, timeout: float) -> bytes | None:
         """The next line, or None when none arrived within ``timeout`` seconds."""
         while b"\n" not in self._buffer:
-            if len(self._buffer) > 2 * MAX_LINE:
+            if len(self._buffer) > MAX_LINE + 8192:
                 raise ChannelClosed("peer sent an overlong line")
             try:
                 self._sock.settimeout(timeout)

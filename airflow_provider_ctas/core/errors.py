@@ -202,6 +202,15 @@ class CoordinatorLostError(CtasError):
     code = "COORDINATOR_LOST"
 
 
+class DecisionPathError(CtasError):
+    """In cluster deploy mode the task could not open the decision channel to its driver (the
+    ResourceManager, the driver's NodeManager or the driver's announced port did not answer from the
+    worker): the driver waited for the task before any write, and was killed. A retry may find the
+    path open; a deployment that blocks it needs the ports the message names opened."""
+
+    code = "DECISION_PATH_UNAVAILABLE"
+
+
 def _family(cls: type[CtasError]) -> list[type[CtasError]]:
     return [cls, *(member for sub in cls.__subclasses__() for member in _family(sub))]
 

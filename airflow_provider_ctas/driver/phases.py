@@ -50,16 +50,18 @@ def run_phases(spark: SparkSession, request: PhaseRequest, log: Reporter) -> Pha
     link = _link(spark, request, table, log)
     try:
         _run_each(executor, table, request, result, label, link, log)
+        result.ok = result.error is None
+        result.reached = Reached.ABORTED if result.cleaned_up else executor.reached
+        result.outcome = executor.outcome
+        result.details = {**executor.details, **result.details}
+        jobs = executor.spark_jobs()
+        if jobs is not None:
+            result.details["spark_jobs"] = jobs
+        if link is not None:
+            link.send_result(result.to_json())
     finally:
         if link is not None:
             link.close()
-    result.ok = result.error is None
-    result.reached = Reached.ABORTED if result.cleaned_up else executor.reached
-    result.outcome = executor.outcome
-    result.details = {**executor.details, **result.details}
-    jobs = executor.spark_jobs()
-    if jobs is not None:
-        result.details["spark_jobs"] = jobs
     return result
 
 
@@ -73,7 +75,7 @@ def _link(spark: SparkSession, request: PhaseRequest, table: TwoPhaseTable, log:
         spark.sparkContext.cancelAllJobs()
 
     link = CoordinatorLink(request.coordinator, table.txn_id, table.try_number, lost)
-    link.connect()
+    link.connect(log.info)
     return link
 
 

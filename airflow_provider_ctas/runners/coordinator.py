@@ -6,6 +6,11 @@ answers *commit*. The listener lives in the task process itself, so the answer c
 anywhere else: when the task process dies (SIGKILL, OOM killer, lost worker) the kernel closes the
 connection and the driver removes its staging and exits instead of publishing. Heartbeats let the
 driver also notice a task that is frozen rather than dead.
+
+In cluster deploy mode the driver runs on a cluster node, which need not reach the worker: there the
+driver listens, and this process connects to it (``connect``) once it has learned where from the
+cluster (``runners/yarn_driver.py``). The conversation is the same; the driver also sends its
+result on it.
 """
 
 from __future__ import annotations
@@ -37,6 +42,8 @@ class CommitCoordinator:
         heartbeat_seconds: float = 2.0,
         lease_seconds: float = 30.0,
         decision_seconds: float = 60.0,
+        accept_seconds: float = 300.0,
+        driver_listens: bool = False,
         faults: Mapping[str, Any] | None = None,
     ) -> None:
         self.txn_id, self.try_number, self.log = txn_id, try_number, log
@@ -44,6 +51,10 @@ class CommitCoordinator:
         self.heartbeat_seconds = heartbeat_seconds
         self.lease_seconds = lease_seconds
         self.decision_seconds = decision_seconds
+        self.accept_seconds = accept_seconds
+        self.driver_listens = driver_listens
+        self.result: str | None = None
+        """The driver's result, where it sent it on the channel (it listens)."""
         self.key = new_key()
         self.decision: Kind | None = None
         self.refusal = ""
@@ -55,6 +66,8 @@ class CommitCoordinator:
         self.port = 0
 
     def __enter__(self) -> CommitCoordinator:
+        if self.driver_listens:
+            return self
         self._server = socket.create_server(("127.0.0.1", 0))
         self._server.settimeout(1.0)
         self.port = self._server.getsockname()[1]
@@ -73,13 +86,26 @@ class CommitCoordinator:
 
     def settings(self) -> dict[str, Any]:
         """What the driver needs, sent in the request file (mode 0600); never stored in XCom."""
-        return {
-            "address": "127.0.0.1",
-            "port": self.port,
-            "key": self.key,
-            "lease_seconds": self.lease_seconds,
-            "decision_seconds": self.decision_seconds,
-        }
+        common = {"key": self.key, "lease_seconds": self.lease_seconds, "decision_seconds": self.decision_seconds}
+        if self.driver_listens:
+            return {**common, "driver_listens": True, "accept_seconds": self.accept_seconds}
+        return {**common, "address": "127.0.0.1", "port": self.port}
+
+    def connect(self, host: str, port: int) -> None:
+        """Opens the channel to a driver that listens at ``host:port``; raises OSError when it cannot
+        be reached, CoordinatorLostError when what answers is not this try's driver."""
+        channel = LineChannel(socket.create_connection((host, port), timeout=10))
+        channel.send(self._message(Kind.HELLO))
+        if not self._greeted(channel):
+            channel.close()
+            raise CoordinatorLostError(f"{host}:{port} did not answer as this try's driver")
+        self._channel = channel
+        if self.decision is Kind.ABORT:
+            self._send(Kind.ABORT)
+        self._thread = threading.Thread(
+            target=self._converse, args=(channel,), name="airflow-ctas-coordinator", daemon=True
+        )
+        self._thread.start()
 
     def refuse(self, reason: str) -> None:
         """From now on the answer is abort (on_kill, timeout); a commit already sent stands."""
@@ -148,6 +174,8 @@ class CommitCoordinator:
             if message.kind is Kind.PREPARED:
                 inject(self.faults, "before_decision", self.try_number, self.log.info)
                 self._decide(message.nonce)
+            elif message.kind is Kind.RESULT and self.driver_listens:
+                self.result = message.payload
 
     def _decide(self, nonce: str) -> None:
         with self._lock:

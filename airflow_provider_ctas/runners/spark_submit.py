@@ -29,7 +29,9 @@ from airflow.providers.apache.spark.hooks.spark_submit import SparkSubmitHook
 import airflow_provider_ctas
 from airflow_provider_ctas.catalogs import load_two_phase_table
 from airflow_provider_ctas.core.errors import (
+    CoordinatorLostError,
     CorruptStateError,
+    DecisionPathError,
     InvalidInputError,
     SparkInstallError,
     SparkJobError,
@@ -38,6 +40,7 @@ from airflow_provider_ctas.core.errors import (
 from airflow_provider_ctas.runners import Logger
 from airflow_provider_ctas.runners.coordinator import CommitCoordinator
 from airflow_provider_ctas.runners.pyspark_install import check_pyspark_install
+from airflow_provider_ctas.runners.yarn_driver import ENDED, locate_driver
 from airflow_provider_ctas.spark.protocol import PhaseRequest, PhaseResult, Reached, error_info
 
 APPLICATION = str(Path(airflow_provider_ctas.__file__).parent / "driver" / "airflow_ctas_app.py")
@@ -75,6 +78,12 @@ ALLOWED_SUBMIT_OPTIONS = frozenset(
 
 # Defaults that keep the task log readable; a user's own conf wins.
 DEFAULT_CONF = {"spark.log.level": "WARN", "spark.ui.showConsoleProgress": "false"}
+# A publishing run in YARN cluster mode: spark-submit returns once YARN accepted the application (the
+# worker holds no submit JVM; the ResourceManager is followed instead), and there is one driver per
+# try: a second application attempt would be a second, unannounced driver for the same try.
+YARN_CLUSTER_CONF = {"spark.yarn.submit.waitAppCompletion": "false", "spark.yarn.maxAppAttempts": "1"}
+APPLICATION_END_SECONDS = 120.0
+"""How long a cluster-mode run follows its application after the driver sent its result."""
 
 
 def validate_submit_options(options: Mapping[str, Any] | None) -> dict[str, Any]:
@@ -200,10 +209,12 @@ class SparkSubmitRunner:
         (FLIP-305: the job-status hook decides).
         """
         if "commit" in request.phases:
-            self._refuse_cluster_mode()
+            in_cluster = self._driver_in_cluster()
             if coordinator is None:
                 table = load_two_phase_table(request.table)
-                coordinator = CommitCoordinator(table.txn_id, table.try_number, self.log, faults=request.faults)
+                coordinator = CommitCoordinator(
+                    table.txn_id, table.try_number, self.log, driver_listens=in_cluster, faults=request.faults
+                )
         sweep_stale_workdirs()
         workdir = tempfile.mkdtemp(prefix=WORKDIR_PREFIX)
         try:
@@ -215,17 +226,26 @@ class SparkSubmitRunner:
             self._coordinator = None
             shutil.rmtree(workdir, ignore_errors=True)
 
-    def _refuse_cluster_mode(self) -> None:
-        """A cluster-mode driver runs on a cluster node and cannot reach this task's listener on
-        127.0.0.1, so it could never be told to commit (README: deploy modes)."""
-        mode = (
-            self.submit_options.get("deploy_mode") or SparkSubmitHook(conn_id=self.conn_id)._connection["deploy_mode"]
-        )
-        if mode == "cluster":
+    def _driver_in_cluster(self) -> bool:
+        """Whether a publishing run's driver runs in the cluster: on YARN, where the task reaches it
+        through the ResourceManager (``runners/yarn_driver.py``); refused on other masters."""
+        hook = SparkSubmitHook(conn_id=self.conn_id, deploy_mode=self.submit_options.get("deploy_mode"))
+        if hook._connection["deploy_mode"] != "cluster":
+            return False
+        if not hook._is_yarn:
             raise InvalidInputError(
-                "deploy mode 'cluster' is not supported: the driver must run beside the task (client mode) so that "
-                "only the live task can decide its commit; use client mode or a spark_connect connection"
+                "deploy mode 'cluster' is supported on YARN only (Kubernetes: designed, not tested; a standalone "
+                "master runs no Python application in cluster mode); use client mode or a spark_connect connection"
             )
+        try:
+            hook._get_yarn_rm_base_url()
+        except ValueError as exc:
+            raise InvalidInputError(
+                f"deploy mode 'cluster' on YARN needs the ResourceManager's web address, through which the task "
+                f"finds its driver to decide the commit: set yarn_resourcemanager_webapp_address (e.g. "
+                f"http://rm:8088) in the extra of connection {self.conn_id!r}"
+            ) from exc
+        return True
 
     def _submit_request(
         self, request: PhaseRequest, name: str, detach: bool, workdir: str, coordinator: CommitCoordinator | None
@@ -241,16 +261,75 @@ class SparkSubmitRunner:
         options = dict(self.submit_options)
         options["files"] = ",".join(filter(None, [options.get("files"), request_path]))
         options["py_files"] = ",".join(filter(None, [options.get("py_files"), package_zip(workdir)]))
+        in_cluster = coordinator is not None and coordinator.driver_listens
         hook = SparkSubmitHook(
-            conf=self._effective_conf(),
+            conf={**self._effective_conf(), **(YARN_CLUSTER_CONF if in_cluster else {})},
             conn_id=self.conn_id,
             name=name,
             application_args=[request_path],
+            yarn_track_via_rm_api=in_cluster,
             **options,
         )
         self._hook = hook
         error = self._submit(hook, detach)
+        if error is None and coordinator is not None and in_cluster:
+            return self._decide_with_driver_in_cluster(hook, coordinator)
         return self._read_result(result_path, error)
+
+    def _decide_with_driver_in_cluster(self, hook: SparkSubmitHook, coordinator: CommitCoordinator) -> PhaseResult:
+        """Connect to the driver where it announced itself, answer it as in client mode, and follow
+        its application to its end; the result comes on the channel. A driver the task cannot reach
+        is killed: it waits for the task before writing anything."""
+        started = time.monotonic()
+        try:
+            host, port = locate_driver(hook, coordinator.txn_id, coordinator.try_number, coordinator.accept_seconds)
+            try:
+                coordinator.connect(host, port)
+            except (OSError, CoordinatorLostError) as exc:
+                raise DecisionPathError(
+                    f"the driver announced {host}:{port}, which did not answer as this try's driver from this "
+                    f"worker ({exc}); cluster deploy mode needs the worker to reach the driver's host"
+                ) from exc
+        except DecisionPathError as exc:
+            self.log.warning("[airflow-ctas] decision path: %s; killing the application", exc)
+            hook.on_kill()
+            return PhaseResult(ok=False, error=error_info(exc.code, str(exc), "submit"))
+        self.log.info(
+            "[airflow-ctas] decision path: connected to the driver of %s at %s:%s in %.1fs",
+            hook._yarn_application_id, host, port, time.monotonic() - started,
+        )  # fmt: skip
+        state, final, diagnostics = self._follow_application(hook)
+        if coordinator.result is not None:
+            try:
+                return PhaseResult.from_json(coordinator.result)
+            except CorruptStateError:
+                pass
+        return PhaseResult(
+            ok=False, error=_error(f"YARN application ended {state} ({final}) without a result: {diagnostics}")
+        )
+
+    def _follow_application(self, hook: SparkSubmitHook) -> tuple[str, str, str]:
+        """The application's state until it ends (every second, not the hook's 10 s), bounded once
+        the driver has sent its result; a ResourceManager that stops answering ends the wait."""
+        app_id, failures = str(hook._yarn_application_id), 0
+        after_result: float | None = None
+        while True:
+            try:
+                state, final, diagnostics = hook._query_yarn_application_status(app_id)
+                failures = 0
+            except RuntimeError as exc:
+                failures += 1
+                if failures > 10:
+                    return "UNKNOWN", "UNKNOWN", str(exc)
+                state, final, diagnostics = "UNKNOWN", "UNKNOWN", str(exc)
+            if state in ENDED:
+                return state, final, diagnostics
+            coordinator = self._coordinator
+            if coordinator is not None and coordinator.result is not None:
+                after_result = after_result or time.monotonic()
+                if time.monotonic() - after_result > APPLICATION_END_SECONDS:
+                    return state, final, f"still {state} {APPLICATION_END_SECONDS:.0f}s after its result"
+            time.sleep(1)
 
     def _submit(self, hook: SparkSubmitHook, detach: bool) -> dict[str, str] | None:
         try:

@@ -1,11 +1,12 @@
 """The driver's end of the commit handshake (``core/decision.py``).
 
-The driver connects to its task before begin, and a watcher thread follows the task's heartbeats for
-the whole run. When the task is gone (connection closed, heartbeats stopped for the lease), says
-abort, or sends a message that does not verify, the watcher cancels the running Spark jobs at once,
-so an orphaned driver stops writing within seconds; the phase loop then removes this try's staging
-and exits. At commit the driver reports *prepared* and publishes only on the task's commit to that
-report.
+The driver connects to its task before begin (client mode), or, in cluster deploy mode, listens and
+announces its port in its log for the task to connect to; either way nothing is written before the
+task is on the line, and a watcher thread follows the task's heartbeats for the whole run. When
+the task is gone (connection closed, heartbeats stopped for the lease), says abort, or sends a
+message that does not verify, the watcher cancels the running Spark jobs at once, so an orphaned
+driver stops writing within seconds; the phase loop then removes this try's staging and exits. At
+commit the driver reports *prepared* and publishes only on the task's commit to that report.
 """
 
 from __future__ import annotations
@@ -17,7 +18,7 @@ from collections.abc import Callable, Mapping
 from typing import Any
 
 from airflow_provider_ctas.core.channel import ChannelClosed, LineChannel
-from airflow_provider_ctas.core.decision import Kind, Message, is_commit_for, new_nonce, seal, unseal
+from airflow_provider_ctas.core.decision import ANNOUNCEMENT, Kind, Message, is_commit_for, new_nonce, seal, unseal
 from airflow_provider_ctas.core.errors import CoordinatorLostError, CorruptStateError
 
 
@@ -26,8 +27,10 @@ class CoordinatorLink:
         self, settings: Mapping[str, Any], txn_id: str, try_number: int, on_lost: Callable[[str], None]
     ) -> None:
         try:
-            self.address = str(settings["address"])
-            self.port = int(settings["port"])
+            self.listens = settings.get("driver_listens") is True
+            self.accept_seconds = float(settings["accept_seconds"]) if self.listens else 0.0
+            self.address = "" if self.listens else str(settings["address"])
+            self.port = 0 if self.listens else int(settings["port"])
             self.key = str(settings["key"])
             self.lease_seconds = float(settings["lease_seconds"])
             self.decision_seconds = float(settings["decision_seconds"])
@@ -43,14 +46,51 @@ class CoordinatorLink:
         self._channel: LineChannel | None = None
         self._closed = False
 
-    def connect(self) -> None:
-        try:
-            sock = socket.create_connection((self.address, self.port), timeout=10)
-        except OSError as exc:
-            raise CoordinatorLostError(f"cannot reach the task at {self.address}:{self.port}: {exc}") from exc
-        self._channel = LineChannel(sock)
+    def connect(self, announce: Callable[[str], None]) -> None:
+        """Opens the channel to the task: connects to it, or listens for it (``announce`` says where)."""
+        if self.listens:
+            self._channel = self._accept(announce)
+        else:
+            try:
+                sock = socket.create_connection((self.address, self.port), timeout=10)
+            except OSError as exc:
+                raise CoordinatorLostError(f"cannot reach the task at {self.address}:{self.port}: {exc}") from exc
+            self._channel = LineChannel(sock)
         self._send(Message(Kind.HELLO, self.txn_id, self.try_number))
         threading.Thread(target=self._watch, name="airflow-ctas-coordinator-link", daemon=True).start()
+
+    def _accept(self, announce: Callable[[str], None]) -> LineChannel:
+        """The first connection whose hello verifies; others are dropped. On every interface: the
+        task connects from the worker."""
+        with socket.create_server(("", 0)) as server:
+            port = server.getsockname()[1]
+            announce(ANNOUNCEMENT.format(port=port, txn_id=self.txn_id, try_number=self.try_number))
+            deadline = time.monotonic() + self.accept_seconds
+            while (left := deadline - time.monotonic()) > 0:
+                server.settimeout(left)
+                try:
+                    sock, _ = server.accept()
+                except TimeoutError:
+                    break
+                channel = LineChannel(sock)
+                try:
+                    line = channel.receive(min(10.0, self.accept_seconds))
+                    if line is not None:
+                        hello = unseal(self.key, line, txn_id=self.txn_id, try_number=self.try_number)
+                        if hello.kind is Kind.HELLO:
+                            return channel
+                except (ChannelClosed, CoordinatorLostError):
+                    pass
+                channel.close()
+        raise CoordinatorLostError(
+            f"the task did not connect within {self.accept_seconds:.0f}s: the decision path needs the Airflow "
+            f"worker to reach this driver's host on port {port}"
+        )
+
+    def send_result(self, text: str) -> None:
+        """Where the task connected, the run's result goes back on the channel (no shared file)."""
+        if self.listens and self._channel is not None:
+            self._send(Message(Kind.RESULT, self.txn_id, self.try_number, payload=text))
 
     def _send(self, message: Message) -> None:
         assert self._channel is not None

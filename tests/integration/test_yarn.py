@@ -1,12 +1,13 @@
-"""The dev stack's YARN (ctas_devstack/yarn.py), which cluster deploy mode is built and tested on
-(issue 46): a PySpark application in cluster deploy mode runs its driver in a container, and what
-the decision path of docs/design.md relies on holds: the worker learns where the driver runs and
-what it printed from the ResourceManager and NodeManager alone, and a kill through the
-ResourceManager ends the driver's container within a bounded time."""
+"""Cluster deploy mode on a real YARN (the dev stack's MiniYARNCluster, ctas_devstack/yarn.py): the
+driver runs in a YARN container, listens, and announces its port in its log; the task finds it
+through the ResourceManager and NodeManager, connects, and decides the commit (docs/design.md).
+Nothing in the task process listens, so the driver never opens a connection to the worker."""
 
 from __future__ import annotations
 
+import json
 import os
+import signal
 import subprocess
 import sys
 import time
@@ -16,10 +17,16 @@ from typing import Any
 
 import pytest
 
+from airflow_provider_ctas.core import markers
 from ctas_devstack.yarn import YarnCluster
+from tests.support.catalog import count, leftovers, properties, table_exists
+from tests.support.dags import DAGS_FOLDER, make_dag, run_dag, xcom_value
+from tests.support.faults import Reader, Trial, check_observations, summarize
 from tests.support.jvm import classic_environ
+from tests.support.processes import wait_for_line
+from tests.support.reliability import NEW_ROWS, record_cell
 
-pytestmark = [pytest.mark.integration, pytest.mark.slow, pytest.mark.yarn]
+pytestmark = [pytest.mark.integration, pytest.mark.slow, pytest.mark.yarn, pytest.mark.timeout(900)]
 
 APP = """\
 import socket, time
@@ -32,7 +39,7 @@ time.sleep(600)
 
 @pytest.fixture(scope="module")
 def yarn(tmp_path_factory) -> Iterator[YarnCluster]:
-    cluster = YarnCluster(tmp_path_factory.mktemp("yarn"), memory_mb=3072, vcores=4).start()
+    cluster = YarnCluster(tmp_path_factory.mktemp("yarn"), memory_mb=6144, vcores=4).start()
     yield cluster
     cluster.stop()
 
@@ -82,3 +89,90 @@ def test_a_cluster_mode_driver_is_found_read_and_killed_through_yarn_alone(yarn,
 def _processes(app_id: str) -> list[str]:
     listed = subprocess.run(["ps", "-eo", "args"], capture_output=True, text=True, check=True).stdout
     return [line for line in listed.splitlines() if app_id in line and "ps -eo" not in line]
+
+
+ENDED = ("FINISHED", "FAILED", "KILLED")
+
+
+@pytest.fixture
+def on_yarn(yarn, monkeypatch) -> dict[str, str]:
+    """The ``spark_yarn`` connection (cluster deploy mode, the ResourceManager's web address in its
+    extra, as the apache-spark provider reads it) and the conf a task on this cluster needs."""
+    extra = {"deploy-mode": "cluster", "yarn_resourcemanager_webapp_address": yarn.web}
+    monkeypatch.setenv("AIRFLOW_CONN_SPARK_YARN", json.dumps({"conn_type": "spark", "host": "yarn", "extra": extra}))
+    for key, value in yarn.env().items():
+        monkeypatch.setenv(key, value)
+    return yarn.spark_conf()
+
+
+def _application(yarn: YarnCluster, target: str, try_number: int) -> dict[str, Any]:
+    name = f"airflow-ctas {target} try {try_number}"
+    (app,) = [a for a in yarn.apps() if a["name"] == name]
+    return app
+
+
+def test_cluster_mode_publishes_on_the_decision_of_the_task(stack, spark, database, yarn, on_yarn):
+    target = f"{database}.on_yarn"
+    dag = make_dag("yarn_create", target_table=target, conn_id="spark_yarn", conf=on_yarn,
+                   sql="SELECT id, id % 3 AS k FROM range(300)")  # fmt: skip
+    run = run_dag(dag)
+    txn = xcom_value("yarn_create", run.run_id, "ctas_transaction")
+    assert run.task_state == "success", txn
+    assert (txn["state"], txn["outcome"], txn["details"]["row_count"]) == ("committed", "published", 300)
+    phases = {p["phase"]: p for p in txn["details"]["phases"]}
+    assert list(phases) == ["begin", "prepare", "commit"], "the result came back on the channel"
+    assert phases["commit"]["note"].startswith("the task decided commit in "), phases["commit"]
+    assert count(spark, target) == 300
+    assert properties(spark, target)[markers.TXN_ID] == txn["txn_id"]
+    app = _application(yarn, f"spark_catalog.{target}", 1)
+    assert txn["details"]["spark_application"]["id"] == app["id"], "the driver ran in YARN"
+    assert (app["state"], app["finalStatus"]) == ("FINISHED", "SUCCEEDED")
+    assert leftovers(spark, database) == []
+
+
+def test_a_cluster_mode_driver_whose_task_died_never_publishes_and_gives_its_containers_back(
+    stack, spark, database, yarn, on_yarn, tmp_path
+):
+    """The task process is SIGKILLed while its driver, in a YARN container, waits for the decision:
+    the channel closes, the driver drops its staging and exits, and YARN frees its containers."""
+    dag_id, target = "yarn_orphan", f"{database}.yarn_orphan"
+    make_dag(dag_id, target_table=target, conn_id="spark_yarn", conf=on_yarn, sql="SELECT id FROM range(100)")
+    reader = Reader(spark, target).start()
+    progress = tmp_path / "progress"
+    faults = {"progress_file": str(progress), "before_decision": {"sleep": 300, "only_try": 1}}
+    trial = Trial(DAGS_FOLDER / f"{dag_id}.py", dag_id, "yarn_run", tmp_path / "try1.log", faults).start()
+    wait_for_line(progress, "before_decision try=1", timeout=300)
+    app_id = _application(yarn, f"spark_catalog.{target}", 1)["id"]
+    os.kill(trial.pid, signal.SIGKILL)  # the task process: no on_kill, no abort; only its driver can clean up
+    killed = time.monotonic()
+    app = _wait("the orphaned driver's application ends", lambda: (a := yarn.app(app_id))["state"] in ENDED and a,
+                timeout=120)  # fmt: skip
+    seconds = time.monotonic() - killed
+    _wait("no container of the application runs", lambda: not _processes(app_id) or None, timeout=60)
+    time.sleep(3)  # anything the orphan could still have published would show by now
+    values, left = reader.stop(), leftovers(spark, database)
+    problem = check_observations(values, {"missing"}, NEW_ROWS)
+    record_cell(
+        "yarn-cluster-orphan-awaiting-decision",
+        {
+            "order": 120,
+            "fault": "YARN cluster deploy mode: SIGKILL the task process while its driver (in a YARN container) "
+            "awaits the decision, retries=0",
+            "when": "awaiting decision",
+            "mode": "create",
+            "try1": f"killed; its driver's application ended ({app['state']}) {seconds:.1f}s later",
+            "left1": left,
+            "try2": "none",
+            "left2": left,
+            "seen": summarize(values),
+            "rows": None,
+            "ok": problem is None and not left and seconds < 60 and app["finalStatus"] != "SUCCEEDED",
+            "seconds": round(seconds),
+            "problem": problem,
+        },
+    )
+    assert app["finalStatus"] != "SUCCEEDED", app
+    assert seconds < 60, f"the orphan ran {seconds:.0f}s after its task died"
+    assert problem is None, problem
+    assert not table_exists(spark, target)
+    assert left == [], "the orphan dropped its staging"

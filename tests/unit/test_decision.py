@@ -11,7 +11,17 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from airflow_provider_ctas.core.decision import Kind, Message, is_commit_for, new_key, new_nonce, seal, unseal
+from airflow_provider_ctas.core.decision import (
+    ANNOUNCEMENT,
+    Kind,
+    Message,
+    announced_port,
+    is_commit_for,
+    new_key,
+    new_nonce,
+    seal,
+    unseal,
+)
 from airflow_provider_ctas.core.errors import CoordinatorLostError
 from airflow_provider_ctas.runners.coordinator import CommitCoordinator
 from airflow_provider_ctas.spark.coordinator_link import CoordinatorLink
@@ -63,7 +73,7 @@ def test_garbage_never_opens(blob):
     txn=st.text(max_size=40),
     try_number=st.integers(),
     nonce=st.text(max_size=40),
-    field=st.sampled_from(["kind", "txn", "try", "nonce"]),
+    field=st.sampled_from(["kind", "txn", "try", "nonce", "payload"]),
     value=st.one_of(st.text(max_size=20), st.integers(), st.none(), st.booleans()),
 )
 def test_any_changed_field_breaks_the_seal(kind, txn, try_number, nonce, field, value):
@@ -77,38 +87,73 @@ def test_any_changed_field_breaks_the_seal(kind, txn, try_number, nonce, field, 
 
 
 class Driver:
-    """The driver's end, recording what it was told, as phases.py uses it."""
+    """The driver's end, recording what it was told, as phases.py uses it; ``attach`` opens the channel
+    the way the coordinator's settings say: the driver connects (client mode) or listens and the task
+    connects to the port it announced (cluster deploy mode)."""
 
     def __init__(self, settings, txn=TXN, try_number=TRY):
         self.lost_reasons: list[str] = []
         self.link = CoordinatorLink(settings, txn, try_number, self.lost_reasons.append)
 
+    def attach(self, coordinator: CommitCoordinator) -> None:
+        if not self.link.listens:
+            self.link.connect(lambda line: None)
+            return
+        announced: list[int | None] = []
+        failure: list[BaseException] = []
 
-def test_the_live_task_decides_commit_quickly():
-    with CommitCoordinator(TXN, TRY, LOG) as coordinator:
+        def listen() -> None:
+            try:
+                self.link.connect(lambda line: announced.append(announced_port(line, txn_id=TXN, try_number=TRY)))
+            except CoordinatorLostError as exc:
+                failure.append(exc)
+
+        listener = threading.Thread(target=listen)
+        listener.start()
+        deadline = time.monotonic() + 5
+        while not announced and time.monotonic() < deadline:
+            time.sleep(0.01)
+        try:
+            coordinator.connect("127.0.0.1", announced[0] or 0)
+        finally:
+            listener.join(10)
+        if failure:
+            raise failure[0]
+
+
+@pytest.fixture(params=["driver connects", "task connects"])
+def listens(request) -> bool:
+    return request.param == "task connects"
+
+
+def test_the_live_task_decides_commit_quickly(listens):
+    with CommitCoordinator(TXN, TRY, LOG, driver_listens=listens) as coordinator:
         driver = Driver(coordinator.settings())
-        driver.link.connect()
+        driver.attach(coordinator)
         seconds = driver.link.await_commit()
+        driver.link.send_result('{"ok": true}')
+        time.sleep(0.2)
         driver.link.close()
     assert coordinator.decision is Kind.COMMIT
     assert seconds < 0.05  # the handshake's cost at publish (issue: at most 50 ms)
     assert driver.lost_reasons == []
+    assert coordinator.result == ('{"ok": true}' if listens else None), "a result travels only where the task connected"
 
 
-def test_a_refused_task_answers_abort():
-    with CommitCoordinator(TXN, TRY, LOG) as coordinator:
+def test_a_refused_task_answers_abort(listens):
+    with CommitCoordinator(TXN, TRY, LOG, driver_listens=listens) as coordinator:
         driver = Driver(coordinator.settings())
-        driver.link.connect()
+        driver.attach(coordinator)
         coordinator.refuse("on_kill")
         with pytest.raises(CoordinatorLostError, match="decided abort"):
             driver.link.await_commit()
     assert driver.lost_reasons == ["the task decided abort"]
 
 
-def test_a_task_that_goes_away_is_noticed_without_waiting_for_the_decision():
-    coordinator = CommitCoordinator(TXN, TRY, LOG).__enter__()
+def test_a_task_that_goes_away_is_noticed_without_waiting_for_the_decision(listens):
+    coordinator = CommitCoordinator(TXN, TRY, LOG, driver_listens=listens).__enter__()
     driver = Driver(coordinator.settings())
-    driver.link.connect()
+    driver.attach(coordinator)
     time.sleep(0.2)
     coordinator.__exit__(None, None, None)  # the socket closes, as when the kernel reaps a killed task
     deadline = time.monotonic() + 5
@@ -119,10 +164,10 @@ def test_a_task_that_goes_away_is_noticed_without_waiting_for_the_decision():
         driver.link.await_commit()
 
 
-def test_silence_past_the_lease_is_a_lost_task():
-    with CommitCoordinator(TXN, TRY, LOG, heartbeat_seconds=60, lease_seconds=1.5) as coordinator:
-        driver = Driver(coordinator.settings())
-        driver.link.connect()
+def test_silence_past_the_lease_is_a_lost_task(listens):
+    with CommitCoordinator(TXN, TRY, LOG, heartbeat_seconds=60, lease_seconds=1.5, driver_listens=listens) as c:
+        driver = Driver(c.settings())
+        driver.attach(c)
         time.sleep(3.5)
         assert driver.lost_reasons == ["no heartbeat from the task for 2s"]
 
@@ -130,32 +175,81 @@ def test_silence_past_the_lease_is_a_lost_task():
 def test_a_driver_of_another_try_gets_no_commit():
     with CommitCoordinator(TXN, TRY, LOG) as coordinator:
         stranger = Driver(coordinator.settings(), try_number=TRY + 1)
-        stranger.link.connect()  # its hello does not verify: the task drops it
+        stranger.link.connect(lambda line: None)  # its hello does not verify: the task drops it
         with pytest.raises(CoordinatorLostError):
             stranger.link.await_commit()
         assert coordinator.decision is None
         # The real driver still gets its answer.
         driver = Driver(coordinator.settings())
-        driver.link.connect()
+        driver.attach(coordinator)
         driver.link.await_commit()
     assert coordinator.decision is Kind.COMMIT
+
+
+def test_a_listening_driver_opens_only_to_its_task_and_gives_up_writing_nothing():
+    """Cluster deploy mode: a connection without the task's key, or of another try, is dropped and
+    the driver keeps waiting for its own task; with none, it stops at its deadline, before begin."""
+    with CommitCoordinator(TXN, TRY, LOG, driver_listens=True, accept_seconds=3) as coordinator:
+        driver = Driver(coordinator.settings())
+        impostor = CommitCoordinator(TXN, TRY, LOG, driver_listens=True)  # its own key
+        other_try = CommitCoordinator(TXN, TRY + 1, LOG, driver_listens=True)
+        announced: list[int | None] = []
+        listener = threading.Thread(
+            target=driver.link.connect,
+            args=(lambda line: announced.append(announced_port(line, txn_id=TXN, try_number=TRY)),),
+        )
+        listener.start()
+        deadline = time.monotonic() + 5
+        while not announced and time.monotonic() < deadline:
+            time.sleep(0.01)
+        for stranger in (impostor, other_try):
+            with pytest.raises(CoordinatorLostError):
+                stranger.connect("127.0.0.1", announced[0] or 0)
+        coordinator.connect("127.0.0.1", announced[0] or 0)
+        listener.join(10)
+        driver.link.await_commit()
+    assert coordinator.decision is Kind.COMMIT
+
+    lonely = Driver({"driver_listens": True, "accept_seconds": 0.5, "key": new_key(), "lease_seconds": 30,
+                     "decision_seconds": 60})  # fmt: skip
+    with pytest.raises(CoordinatorLostError, match=r"did not connect within 0s: .* reach this driver's host on port"):
+        lonely.link.connect(lambda line: None)
+
+
+def test_the_announcement_names_its_port_for_its_try_only():
+    line = ANNOUNCEMENT.format(port=41234, txn_id=TXN, try_number=TRY)
+    log = f"INFO starting\n[airflow-ctas] INFO: {line}\nmore"
+    assert announced_port(log, txn_id=TXN, try_number=TRY) == 41234
+    assert announced_port(log, txn_id=TXN, try_number=TRY + 10) is None
+    assert announced_port(log.replace(TXN, "b" * 32), txn_id=TXN, try_number=TRY) is None
+    assert announced_port(log.replace("41234", "99999"), txn_id=TXN, try_number=TRY) is None
+    assert announced_port("nothing yet", txn_id=TXN, try_number=TRY) is None
+
+
+def test_only_a_result_carries_a_payload():
+    key = new_key()
+    line = seal(key, Message(Kind.RESULT, TXN, TRY, payload='{"ok": true}')).rstrip(b"\n")
+    assert unseal(key, line, txn_id=TXN, try_number=TRY).payload == '{"ok": true}'
+    smuggled = seal(key, Message(Kind.COMMIT, TXN, TRY, "n1", payload="x")).rstrip(b"\n")
+    with pytest.raises(CoordinatorLostError, match="carries a payload"):
+        unseal(key, smuggled, txn_id=TXN, try_number=TRY)
 
 
 def test_a_forged_commit_is_refused():
     with CommitCoordinator(TXN, TRY, LOG, heartbeat_seconds=60) as coordinator:
         settings = {**coordinator.settings(), "key": new_key()}  # a peer without the task's key
         driver = Driver(settings)
-        driver.link.connect()
+        driver.link.connect(lambda line: None)
         with pytest.raises(CoordinatorLostError):
             driver.link.await_commit()
     assert coordinator.decision is None
 
 
-def test_refusal_and_commit_race_to_exactly_one_decision():
+def test_refusal_and_commit_race_to_exactly_one_decision(listens):
     for _ in range(20):
-        with CommitCoordinator(TXN, TRY, LOG) as coordinator:
+        with CommitCoordinator(TXN, TRY, LOG, driver_listens=listens) as coordinator:
             driver = Driver(coordinator.settings())
-            driver.link.connect()
+            driver.attach(coordinator)
             refusal = threading.Thread(target=coordinator.refuse, args=("on_kill",))
             outcome: list[str] = []
 

@@ -4,28 +4,56 @@ from __future__ import annotations
 
 import json
 import logging
+import threading
+import time
 import zipfile
 from typing import ClassVar
 
 import pytest
 
 from airflow_provider_ctas.catalogs import create_two_phase_table
-from airflow_provider_ctas.core.errors import CorruptStateError, InvalidInputError
+from airflow_provider_ctas.core.decision import announced_port
+from airflow_provider_ctas.core.errors import (
+    CoordinatorLostError,
+    CorruptStateError,
+    DecisionPathError,
+    InvalidInputError,
+)
 from airflow_provider_ctas.core.transaction import TransactionKey
 from airflow_provider_ctas.runners import spark_submit
 from airflow_provider_ctas.runners.coordinator import CommitCoordinator
+from airflow_provider_ctas.spark.coordinator_link import CoordinatorLink
 from airflow_provider_ctas.spark.protocol import GC_PHASES, RUN_PHASES, PhaseRequest, PhaseResult, Reached
 
 
 class RecordingHook:
-    """Stands in for SparkSubmitHook: records what it was given and answers like a finished driver."""
+    """Stands in for SparkSubmitHook: records what it was given and answers like a finished driver;
+    on YARN in cluster mode, like a driver in a container (the real driver's end of the channel)."""
 
     calls: ClassVar[list[dict]] = []
+    master: ClassVar[str] = "local[2]"
+    rm_address: ClassVar[str | None] = None
 
     def __init__(self, **kwargs):
         self.kwargs = kwargs
-        self._connection = {"master": "local[2]", "deploy_mode": None}
+        self._connection = {"master": RecordingHook.master, "deploy_mode": kwargs.get("deploy_mode")}
+        self._is_yarn = "yarn" in RecordingHook.master
         self._should_track_driver_status = False
+        self._yarn_application_id: str | None = None
+        self.driver: threading.Thread | None = None
+        self.killed = False
+
+    def _get_yarn_rm_base_url(self):
+        if RecordingHook.rm_address is None:
+            raise ValueError("no yarn_resourcemanager_webapp_address")
+        return RecordingHook.rm_address
+
+    def _query_yarn_application_status(self, application_id):
+        running = self.driver is not None and self.driver.is_alive()
+        return ("RUNNING", "UNDEFINED", "") if running else ("FINISHED", "SUCCEEDED", "")
+
+    def on_kill(self):
+        self.killed = True
 
     def submit(self, application, **popen_kwargs):
         request_path = self.kwargs["application_args"][0]
@@ -41,13 +69,34 @@ class RecordingHook:
                 **self.kwargs,
             }
         )
+        if self.kwargs.get("yarn_track_via_rm_api"):
+            self._yarn_application_id = "application_1_0001"
+            self.driver = threading.Thread(target=self._driver_in_a_container, args=(request,))
+            self.driver.start()
+            return
         with open(request["result_path"], "w") as handle:
             handle.write(PhaseResult(ok=True, reached=Reached.COMMITTED, outcome="published").to_json())
+
+    def _driver_in_a_container(self, request):
+        """What app.py and phases.py do with the channel: listen, announce, ask, send the result."""
+        table = request["table"]
+        link = CoordinatorLink(request["coordinator"], table["txn_id"], table["try_number"], lambda reason: None)
+        try:
+            link.connect(RecordingHook.announced.append)
+        except CoordinatorLostError:
+            return  # no task connected: the real driver stops here, before begin
+        link.await_commit()
+        link.send_result(PhaseResult(ok=True, reached=Reached.COMMITTED, outcome="published").to_json())
+        time.sleep(0.2)
+        link.close()
+
+    announced: ClassVar[list[str]] = []
 
 
 @pytest.fixture
 def hook(monkeypatch):
-    RecordingHook.calls = []
+    RecordingHook.calls, RecordingHook.announced = [], []
+    RecordingHook.master, RecordingHook.rm_address = "local[2]", None
     monkeypatch.setattr(spark_submit, "SparkSubmitHook", RecordingHook)
     return RecordingHook
 
@@ -99,9 +148,61 @@ def test_a_publishing_run_is_decided_by_this_task(hook):
         conn_id="spark_default", conf=None, submit_options={"deploy_mode": "cluster"}
     )
     coordinator = CommitCoordinator("t" * 32, 1, logging.getLogger("test"))
-    with pytest.raises(InvalidInputError, match="deploy mode 'cluster' is not supported"):
+    with pytest.raises(InvalidInputError, match="deploy mode 'cluster' is supported on YARN only"):
+        clustered.run(PhaseRequest(phases=RUN_PHASES, table={}, sql="SELECT 1"), name="n", coordinator=coordinator)
+    hook.master = "yarn"
+    with pytest.raises(InvalidInputError, match="set yarn_resourcemanager_webapp_address"):
         clustered.run(PhaseRequest(phases=RUN_PHASES, table={}, sql="SELECT 1"), name="n", coordinator=coordinator)
     assert hook.calls == []
+
+
+def test_in_yarn_cluster_mode_the_task_connects_to_its_driver_and_gets_the_result_on_the_channel(hook, monkeypatch):
+    """The driver listens and announces its port; the task finds it (the ResourceManager's answer,
+    stood in for here), connects, decides, and reads the result from the channel: nothing listens
+    in the task process, so a driver that cannot reach the worker still gets its decision."""
+    hook.master, hook.rm_address = "yarn", "http://rm:8088"
+
+    def locate(found_hook, txn_id, try_number, timeout):
+        deadline = time.monotonic() + 5
+        while not hook.announced and time.monotonic() < deadline:
+            time.sleep(0.01)
+        return "127.0.0.1", announced_port(hook.announced[0], txn_id=txn_id, try_number=try_number)
+
+    monkeypatch.setattr(spark_submit, "locate_driver", locate)
+    table = create_two_phase_table(
+        key=TransactionKey("d", "t", "r"), conn_id="c", target="db.t", mode="create", table_format="parquet"
+    )
+    table.begin(2, "2024-01-01T00:00:00+00:00")
+    runner = spark_submit.SparkSubmitRunner(conn_id="c", conf=None, submit_options={"deploy_mode": "cluster"})
+    result = runner.run(PhaseRequest(phases=RUN_PHASES, table=table.to_dict(), sql="SELECT 1"), name="n")
+    assert (result.ok, result.outcome) == (True, "published")
+    (call,) = hook.calls
+    settings = call["request"]["coordinator"]
+    assert settings["driver_listens"] is True and "address" not in settings and "port" not in settings
+    assert call["yarn_track_via_rm_api"] is True
+    assert call["conf"]["spark.yarn.submit.waitAppCompletion"] == "false"
+    assert call["conf"]["spark.yarn.maxAppAttempts"] == "1"
+
+
+def test_a_cluster_mode_driver_the_task_cannot_reach_is_killed_with_a_code_that_says_so(hook, monkeypatch):
+    hook.master, hook.rm_address = "yarn", "http://rm:8088"
+
+    def unreachable(found_hook, txn_id, try_number, timeout):
+        raise DecisionPathError("the NodeManager did not answer from this worker")
+
+    monkeypatch.setattr(spark_submit, "locate_driver", unreachable)
+    table = create_two_phase_table(
+        key=TransactionKey("d", "t", "r"), conn_id="c", target="db.t", mode="create", table_format="parquet"
+    )
+    table.begin(1, "2024-01-01T00:00:00+00:00")
+    runner = spark_submit.SparkSubmitRunner(conn_id="c", conf=None, submit_options={"deploy_mode": "cluster"})
+    coordinator = CommitCoordinator(table.txn_id, 1, logging.getLogger("test"), driver_listens=True, accept_seconds=1)
+    result = runner.run(
+        PhaseRequest(phases=RUN_PHASES, table=table.to_dict(), sql="SELECT 1"), name="n", coordinator=coordinator
+    )
+    assert not result.ok and result.error is not None
+    assert result.error["code"] == "DECISION_PATH_UNAVAILABLE"
+    assert "NodeManager did not answer" in result.error["message"]
 
 
 def test_detached_runs_get_their_own_session(hook):
