@@ -19,7 +19,7 @@ import pytest
 
 from airflow_provider_ctas.core import markers
 from ctas_devstack.yarn import YarnCluster
-from tests.support.catalog import count, leftovers, properties, table_exists
+from tests.support.catalog import count, fresh, leftovers, properties, table_exists
 from tests.support.dags import DAGS_FOLDER, make_dag, run_dag, xcom_value
 from tests.support.faults import Reader, Trial, check_observations, summarize
 from tests.support.jvm import classic_environ
@@ -127,6 +127,16 @@ def test_cluster_mode_publishes_on_the_decision_of_the_task(stack, spark, databa
     app = _application(yarn, f"spark_catalog.{target}", 1)
     assert txn["details"]["spark_application"]["id"] == app["id"], "the driver ran in YARN"
     assert (app["state"], app["finalStatus"]) == ("FINISHED", "SUCCEEDED")
+    assert leftovers(spark, database) == []
+
+    # A same-shape replace in place (a flip): the other publish mechanism, decided the same way.
+    dag = make_dag("yarn_replace", target_table=target, conn_id="spark_yarn", conf=on_yarn, mode="replace",
+                   sql="SELECT id, id % 5 AS k FROM range(120)")  # fmt: skip
+    run = run_dag(dag)
+    txn = xcom_value("yarn_replace", run.run_id, "ctas_transaction")
+    assert run.task_state == "success", txn
+    assert txn["details"]["publish"]["mechanism"] == "flip", txn["details"]["publish"]
+    assert fresh(spark).table(target).count() == 120
     assert leftovers(spark, database) == []
 
 
