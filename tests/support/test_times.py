@@ -81,7 +81,8 @@ def render(
         "worker-seconds (the sum of every test's setup, call and teardown over the xdist workers) and "
         f"{cpu_seconds:.0f} CPU-seconds (what each test's process tree used from its setup to its teardown: the "
         f"test process, its drivers and tasks, and the worker's services, whose start a worker's first test "
-        f"carries).{busy}",
+        f"carries; approximate: a process that ends without one of them waiting for it takes its CPU time "
+        f"along, which can make a test's figure low, even negative).{busy}",
         "",
         "| lane | tests | worker-seconds | share | CPU-seconds | share |",
         "|---|---|---|---|---|---|",
