@@ -186,3 +186,32 @@ def test_a_cluster_mode_driver_whose_task_died_never_publishes_and_gives_its_con
     assert problem is None, problem
     assert not table_exists(spark, target)
     assert left == [], "the orphan dropped its staging"
+
+
+def test_on_kill_kills_the_yarn_application_and_its_abort_removes_the_staging(
+    stack, spark, database, yarn, on_yarn, tmp_path
+):
+    """SIGTERM the task while its driver writes in a YARN container: ``on_kill`` kills the application
+    through the ResourceManager, and the abort it starts (its own YARN application, detached from the
+    dying task) drops the try's staging."""
+    dag_id, target = "yarn_kill", f"{database}.yarn_kill"
+    slow = "SELECT id, reflect('java.lang.Thread', 'sleep', CAST(100 AS BIGINT)) AS pause FROM range(0, 600, 1, 2)"
+    make_dag(dag_id, target_table=target, conn_id="spark_yarn", conf=on_yarn, sql=slow)
+    progress = tmp_path / "progress"
+    faults = {"progress_file": str(progress), "after_begin": {"sleep": 0}}
+    trial = Trial(DAGS_FOLDER / f"{dag_id}.py", dag_id, "yarn_run", tmp_path / "try1.log", faults).start()
+    wait_for_line(progress, "after_begin try=1", timeout=300)
+    app_id = _application(yarn, f"spark_catalog.{target}", 1)["id"]
+    time.sleep(3)  # the write is running in the application's executor
+    trial.signal_group(signal.SIGTERM)
+    assert trial.wait() in ("failed", "up_for_retry")
+    app = _wait("the application is killed", lambda: (a := yarn.app(app_id))["state"] in ENDED and a, timeout=60)
+    assert app["state"] == "KILLED", app
+    assert "on_kill: killing the Spark application" in (tmp_path / "try1.log").read_text(errors="replace")
+    abort_name = f"airflow-ctas abort spark_catalog.{target} try 1"
+    (abort,) = _wait("the abort's application ends", lambda: [
+        a for a in yarn.apps() if a["name"] == abort_name and a["state"] in ENDED
+    ], timeout=300)  # fmt: skip
+    assert abort["finalStatus"] == "SUCCEEDED", abort
+    assert not table_exists(spark, target)
+    assert leftovers(spark, database) == []
