@@ -148,15 +148,6 @@ class YarnCluster:
         with urllib.request.urlopen(request, timeout=30):  # noqa: S310 - as above
             pass
 
-    def am_log(self, app_id: str, name: str = "stdout") -> str:
-        """The application master's (in cluster mode: the driver's) log file ``name``, as its
-        NodeManager serves it while the container runs."""
-        app = self.app(app_id)
-        container = app["amContainerLogs"].rstrip("/").split("/")[-2]
-        url = f"http://{app['amHostHttpAddress']}/ws/v1/node/containerlogs/{container}/{name}"
-        with urllib.request.urlopen(url, timeout=30) as response:
-            return str(response.read().decode(errors="replace"))
-
 
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)

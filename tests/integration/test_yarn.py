@@ -9,10 +9,8 @@ import json
 import os
 import signal
 import subprocess
-import sys
 import time
 from collections.abc import Callable, Iterator
-from pathlib import Path
 from typing import Any
 
 import pytest
@@ -22,19 +20,10 @@ from ctas_devstack.yarn import YarnCluster
 from tests.support.catalog import count, fresh, leftovers, properties, table_exists
 from tests.support.dags import DAGS_FOLDER, make_dag, run_dag, xcom_value
 from tests.support.faults import Reader, Trial, check_observations, summarize
-from tests.support.jvm import classic_environ
 from tests.support.processes import wait_for_line
 from tests.support.reliability import NEW_ROWS, record_cell
 
 pytestmark = [pytest.mark.integration, pytest.mark.slow, pytest.mark.yarn, pytest.mark.timeout(900)]
-
-APP = """\
-import socket, time
-from pyspark.sql import SparkSession
-spark = SparkSession.builder.getOrCreate()
-print("DRIVER", socket.getfqdn(), spark.conf.get("spark.submit.deployMode"), spark.range(10).count(), flush=True)
-time.sleep(600)
-"""
 
 
 @pytest.fixture(scope="module")
@@ -52,38 +41,6 @@ def _wait(what: str, check: Callable[[], Any], timeout: float) -> Any:
             return seen
         time.sleep(0.5)
     raise AssertionError(f"{what}: not within {timeout}s; last seen {seen!r}")
-
-
-def test_a_cluster_mode_driver_is_found_read_and_killed_through_yarn_alone(yarn, tmp_path):
-    app = tmp_path / "app.py"
-    app.write_text(APP)
-    conf = [arg for key, value in yarn.spark_conf().items() for arg in ("--conf", f"{key}={value}")]
-    env = {**classic_environ(), **yarn.env(), "SPARK_SUBMIT_OPTS": "", "PYSPARK_PYTHON": sys.executable}
-    with open(tmp_path / "submit.log", "wb") as log:
-        submit = subprocess.Popen(
-            [str(Path(sys.executable).parent / "spark-submit"), "--master", "yarn", "--deploy-mode", "cluster",
-             "--name", "ctas-yarn-probe", *conf, str(app)],
-            env=env, stdout=log, stderr=subprocess.STDOUT, start_new_session=True,
-        )  # fmt: skip
-    try:
-        (app_id,) = _wait("the application is running", lambda: [
-            a["id"] for a in yarn.apps() if a["name"] == "ctas-yarn-probe" and a["state"] == "RUNNING"
-        ], timeout=180)  # fmt: skip
-        printed = _wait("the driver's line in its container's stdout", lambda: [
-            line for line in yarn.am_log(app_id).splitlines() if line.startswith("DRIVER ")
-        ], timeout=120)  # fmt: skip
-        assert printed[0].split()[2:] == ["cluster", "10"], printed
-        assert yarn.app(app_id)["amRPCAddress"], "the driver's address, from the ResourceManager"
-
-        killed_at = time.monotonic()
-        yarn.kill(app_id)
-        _wait("the application is killed", lambda: yarn.app(app_id)["state"] == "KILLED", timeout=60)
-        assert submit.wait(timeout=120) != 0, "spark-submit reports the killed application as failed"
-        gone = _wait("no container of the application runs", lambda: not _processes(app_id) or None, timeout=60)
-        assert gone and time.monotonic() - killed_at < 60
-    finally:
-        if submit.poll() is None:
-            os.killpg(submit.pid, 9)
 
 
 def _processes(app_id: str) -> list[str]:
