@@ -13,10 +13,10 @@ from __future__ import annotations
 
 import argparse
 import os
-import subprocess
 import sys
 from pathlib import Path
 
+from ctas_devstack.jars import locked_jars
 from ctas_devstack.metastore import free_port, spark_home, spawn, stop_pid_file
 
 SERVER_CLASS = "org.apache.iceberg.rest.RESTCatalogServer"
@@ -43,15 +43,11 @@ SERVER_JARS = (
     "org.xerial:",
 )
 """Prefixes of the lock's coordinates that make up the server's classpath."""
-FETCH_JARS = Path(__file__).parents[1] / "scripts" / "fetch_jars.py"
 
 
 def server_classpath() -> list[str]:
-    jars = subprocess.run(
-        [sys.executable, str(FETCH_JARS), "--select", *SERVER_JARS], capture_output=True, text=True, check=True
-    ).stdout.strip()
     hadoop = sorted(str(path) for path in (spark_home() / "jars").glob("hadoop-client-*.jar"))
-    return [*jars.split(","), *hadoop]
+    return [*locked_jars(*SERVER_JARS), *hadoop]
 
 
 class IcebergRestCatalog:

@@ -25,6 +25,7 @@ from collections.abc import Callable, Iterable
 from pathlib import Path
 from typing import Any
 
+from ctas_devstack.jars import locked_jars
 from ctas_devstack.metastore import free_port, wait_for_port
 
 ACCESS_KEY = "ctas-dev-access-key"
@@ -38,13 +39,7 @@ REPO = Path(__file__).resolve().parents[1]
 
 def s3_jars() -> list[str]:
     """Local paths of the S3A jars (fetched and verified by scripts/fetch_jars.py if missing)."""
-    done = subprocess.run(
-        [sys.executable, str(REPO / "scripts" / "fetch_jars.py"), "--select", *S3_JARS],
-        capture_output=True,
-        text=True,
-        check=True,
-    )
-    return done.stdout.strip().split(",")
+    return locked_jars(*S3_JARS)
 
 
 def hadoop_conf_for(endpoint: str) -> dict[str, str]:

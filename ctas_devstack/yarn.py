@@ -24,6 +24,7 @@ import xml.etree.ElementTree as ET
 from pathlib import Path
 from typing import Any
 
+from ctas_devstack.jars import locked_jars
 from ctas_devstack.metastore import hive_site, spark_home, stop_pid_file
 
 LAUNCHER = Path(__file__).with_name("YarnCluster.java")
@@ -34,14 +35,10 @@ CLUSTER_JARS = (
     "org.bouncycastle:",
 )
 """Prefixes of the lock's coordinates on the cluster's classpath, before pyspark's jars."""
-FETCH_JARS = Path(__file__).parents[1] / "scripts" / "fetch_jars.py"
 
 
 def cluster_classpath() -> str:
-    jars = subprocess.run(
-        [sys.executable, str(FETCH_JARS), "--select", *CLUSTER_JARS], capture_output=True, text=True, check=True
-    ).stdout.strip()
-    return ":".join([*jars.split(","), str(spark_home() / "jars" / "*")])
+    return ":".join([*locked_jars(*CLUSTER_JARS), str(spark_home() / "jars" / "*")])
 
 
 class YarnCluster:

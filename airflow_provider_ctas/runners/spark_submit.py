@@ -298,7 +298,7 @@ class SparkSubmitRunner:
             "[airflow-ctas] decision path: connected to the driver of %s at %s:%s in %.1fs",
             hook._yarn_application_id, host, port, time.monotonic() - started,
         )  # fmt: skip
-        state, final, diagnostics = self._follow_application(hook)
+        state, final, diagnostics = self._follow_application(hook, coordinator)
         if coordinator.result is not None:
             try:
                 return PhaseResult.from_json(coordinator.result)
@@ -308,7 +308,7 @@ class SparkSubmitRunner:
             ok=False, error=_error(f"YARN application ended {state} ({final}) without a result: {diagnostics}")
         )
 
-    def _follow_application(self, hook: SparkSubmitHook) -> tuple[str, str, str]:
+    def _follow_application(self, hook: SparkSubmitHook, coordinator: CommitCoordinator) -> tuple[str, str, str]:
         """The application's state until it ends (every second, not the hook's 10 s), bounded once
         the driver has sent its result; a ResourceManager that stops answering ends the wait."""
         app_id, failures = str(hook._yarn_application_id), 0
@@ -324,8 +324,7 @@ class SparkSubmitRunner:
                 state, final, diagnostics = "UNKNOWN", "UNKNOWN", str(exc)
             if state in ENDED:
                 return state, final, diagnostics
-            coordinator = self._coordinator
-            if coordinator is not None and coordinator.result is not None:
+            if coordinator.result is not None:
                 after_result = after_result or time.monotonic()
                 if time.monotonic() - after_result > APPLICATION_END_SECONDS:
                     return state, final, f"still {state} {APPLICATION_END_SECONDS:.0f}s after its result"

@@ -15,7 +15,7 @@ from airflow_provider_ctas.core import markers
 from ctas_devstack.postgres import create_database, drop_database
 from tests.support.faults import summarize
 from tests.support.format_scenarios import zombie_in_publish_window
-from tests.support.iceberg import ICEBERG_RUNTIME, iceberg_ctas, leftovers, locked_jars, probe, task_conf_on_spark41
+from tests.support.iceberg import ICEBERG_RUNTIME, iceberg_ctas, leftovers, probe, spark_jars, task_conf_on_spark41
 from tests.support.table_reader import TableReader
 
 pytestmark = [pytest.mark.integration, pytest.mark.slow, pytest.mark.formats]
@@ -30,7 +30,7 @@ def catalog_conf(tmp_path_factory) -> Iterator[dict[str, str]]:
     create_database(database)
     prefix = f"spark.sql.catalog.{CATALOG}"
     yield {
-        "spark.jars": locked_jars(ICEBERG_RUNTIME, "org.postgresql:postgresql:"),
+        "spark.jars": spark_jars(ICEBERG_RUNTIME, "org.postgresql:postgresql:"),
         prefix: "org.apache.iceberg.spark.SparkCatalog",
         f"{prefix}.type": "jdbc",
         f"{prefix}.uri": f"jdbc:postgresql://127.0.0.1:5432/{database}",

@@ -3,22 +3,19 @@ catalog, on the tests' metastore service) and an independent reader (``table_rea
 
 from __future__ import annotations
 
-import subprocess
-import sys
 from pathlib import Path
 from typing import Any
 
 from airflow_provider_ctas.catalogs.delta.executor import EXTENSION_CLASS
 from airflow_provider_ctas.catalogs.delta.strategy import DELTA_CATALOG_CLASS
+from ctas_devstack.jars import locked_jars
 from tests.support.table_reader import TableReader
 
 DELTA_JARS = ("io.delta:delta-spark_4.1_2.13", "io.delta:delta-storage")
 
 
 def delta_jars() -> str:
-    return subprocess.run(
-        [sys.executable, "scripts/fetch_jars.py", "--select", *DELTA_JARS], capture_output=True, text=True, check=True
-    ).stdout.strip()
+    return ",".join(locked_jars(*DELTA_JARS))
 
 
 def delta_conf() -> dict[str, str]:

@@ -4,14 +4,13 @@
 
 from __future__ import annotations
 
-import subprocess
-import sys
 from pathlib import Path
 from typing import Any
 
 import pytest
 
 from airflow_provider_ctas.catalogs.iceberg.fence import FENCE_PREFIX, LEGACY_BEGUN_PREFIX
+from ctas_devstack.jars import locked_jars
 from ctas_devstack.metastore import HiveMetastore
 from tests.support.dags import make_dag, run_dag, xcom_value
 from tests.support.format_scenarios import FormatProbe
@@ -24,15 +23,12 @@ CATALOG = "ice"
 
 
 def iceberg_jar() -> str:
-    return locked_jars(ICEBERG_RUNTIME)
+    return spark_jars(ICEBERG_RUNTIME)
 
 
-def locked_jars(*prefixes: str) -> str:
-    """The local paths (comma-separated, as ``spark.jars`` takes them) of the locked jars whose
-    coordinates start with one of ``prefixes``."""
-    return subprocess.run(
-        [sys.executable, "scripts/fetch_jars.py", "--select", *prefixes], capture_output=True, text=True, check=True
-    ).stdout.strip()
+def spark_jars(*prefixes: str) -> str:
+    """The locked jars whose coordinates start with one of ``prefixes``, as ``spark.jars`` takes them."""
+    return ",".join(locked_jars(*prefixes))
 
 
 def task_conf_on_spark41(monkeypatch: pytest.MonkeyPatch, catalog_conf: dict[str, str]) -> dict[str, str]:
