@@ -110,11 +110,12 @@ class YarnCluster:
         """What spark-submit needs in its environment to submit here."""
         return {"HADOOP_CONF_DIR": str(self.conf_dir), "YARN_CONF_DIR": str(self.conf_dir)}
 
-    def spark_conf(self, python: str = sys.executable) -> dict[str, str]:
-        """Settings of an application on this cluster: pyspark's jars where they lie, this Python in
-        the containers, one small executor, no second application attempt."""
+    def spark_conf(self, python: str = sys.executable, spark_jars: Path | None = None) -> dict[str, str]:
+        """Settings of an application on this cluster: Spark's jars where they lie (this pyspark's, or
+        ``spark_jars`` of another release), this Python in the containers, one small executor, no
+        second application attempt."""
         return {
-            "spark.yarn.jars": f"local:{spark_home() / 'jars'}/*",
+            "spark.yarn.jars": f"local:{spark_jars or spark_home() / 'jars'}/*",
             "spark.yarn.appMasterEnv.PYSPARK_PYTHON": python,
             "spark.executorEnv.PYSPARK_PYTHON": python,
             "spark.yarn.maxAppAttempts": "1",

@@ -19,9 +19,15 @@ from airflow_provider_ctas.core import markers
 from ctas_devstack.yarn import YarnCluster
 from tests.support.catalog import count, fresh, leftovers, properties, table_exists
 from tests.support.dags import DAGS_FOLDER, make_dag, run_dag, xcom_value
+from tests.support.delta import DeltaReader, delta_conf
 from tests.support.faults import Reader, Trial, check_observations, summarize
+from tests.support.iceberg import CATALOG, IcebergReader, iceberg_conf, task_conf_on_spark41
+from tests.support.iceberg import leftovers as iceberg_leftovers
+from tests.support.jvm import SparkInstall
 from tests.support.processes import wait_for_line
 from tests.support.reliability import NEW_ROWS, record_cell
+from tests.support.spark_versions import pyspark_venv
+from tests.support.table_reader import SPARK_FOR_FORMATS, TableReader
 
 pytestmark = [pytest.mark.integration, pytest.mark.slow, pytest.mark.yarn, pytest.mark.timeout(900)]
 
@@ -63,9 +69,9 @@ def on_yarn(yarn, monkeypatch) -> dict[str, str]:
 
 
 def _application(yarn: YarnCluster, target: str, try_number: int) -> dict[str, Any]:
+    """The latest application of a try on ``target`` (several runs publish to one table)."""
     name = f"airflow-ctas {target} try {try_number}"
-    (app,) = [a for a in yarn.apps() if a["name"] == name]
-    return app
+    return max((a for a in yarn.apps() if a["name"] == name), key=lambda a: int(a["startedTime"]))
 
 
 def test_cluster_mode_publishes_on_the_decision_of_the_task(stack, spark, database, yarn, on_yarn):
@@ -95,6 +101,26 @@ def test_cluster_mode_publishes_on_the_decision_of_the_task(stack, spark, databa
     assert txn["details"]["publish"]["mechanism"] == "flip", txn["details"]["publish"]
     assert fresh(spark).table(target).count() == 120
     assert leftovers(spark, database) == []
+
+    # A replace that changes the shape (a swap), then a partition overwrite: every publish
+    # mechanism of a metastore table, each decided by the task over the channel.
+    for dag_id, mode, sql, mechanism, expected in [
+        ("yarn_swap", "replace", "SELECT id, 'x' AS extra, CAST(id % 2 AS STRING) AS k FROM range(80)", "swap",
+         [["0", "x", 40], ["1", "x", 40]]),
+        ("yarn_partitions", "overwrite_partitions", "SELECT id, 'y' AS extra, '1' AS k FROM range(7)", "partitions",
+         [["0", "x", 40], ["1", "y", 7]]),
+    ]:  # fmt: skip
+        dag = make_dag(dag_id, target_table=target, conn_id="spark_yarn", conf=on_yarn, mode=mode,
+                       partition_by=["k"], allow_swap=True, sql=sql)  # fmt: skip
+        run = run_dag(dag)
+        txn = xcom_value(dag_id, run.run_id, "ctas_transaction")
+        assert run.task_state == "success", txn
+        assert txn["details"]["publish"]["mechanism"] == mechanism, txn["details"]["publish"]
+        app = _application(yarn, f"spark_catalog.{target}", 1)
+        assert txn["details"]["spark_application"]["id"] == app["id"] and app["finalStatus"] == "SUCCEEDED"
+        read = fresh(spark).sql(f"SELECT k, extra, count(*) FROM {target} GROUP BY k, extra ORDER BY k")
+        assert [list(row) for row in read.collect()] == expected, mode
+        assert leftovers(spark, database) == []
 
 
 def test_a_cluster_mode_driver_whose_task_died_never_publishes_and_gives_its_containers_back(
@@ -172,3 +198,43 @@ def test_on_kill_kills_the_yarn_application_and_its_abort_removes_the_staging(
     assert abort["finalStatus"] == "SUCCEEDED", abort
     assert not table_exists(spark, target)
     assert leftovers(spark, database) == []
+
+
+@pytest.mark.parametrize("table_format", ["iceberg", "delta"])
+def test_iceberg_and_delta_tables_publish_the_same_way_in_cluster_mode(
+    table_format, stack, metastore, database, yarn, on_yarn, monkeypatch, tmp_path
+):
+    """A table of each format from a driver in a YARN container (Spark 4.1's, the format's jars
+    shipped by YARN): a staged create's rename, then a same-shape replace (Iceberg: a branch swap;
+    Delta: one Delta commit), each decided by the task over the channel."""
+    reader: TableReader
+    if table_format == "iceberg":
+        catalog_conf, reader = iceberg_conf(metastore), IcebergReader(metastore, tmp_path / "reader.log")
+        target = app_target = f"{CATALOG}.{database}.on_yarn"
+        mechanisms = ("rename", "branch")
+        left: Callable[[], list[str]] = lambda: iceberg_leftovers(reader, f"{CATALOG}.{database}", target)  # noqa: E731
+    else:
+        catalog_conf, delta_reader = delta_conf(), DeltaReader(tmp_path / "reader.log")
+        reader, target, app_target = delta_reader, f"{database}.on_yarn", f"spark_catalog.{database}.on_yarn"
+        mechanisms = ("rename", "delta_commit")
+        left = lambda: delta_reader.staging_tables(database)  # noqa: E731
+    venv = pyspark_venv(SPARK_FOR_FORMATS)
+    release = SparkInstall.of_venv(venv)
+    conf = {**on_yarn, **task_conf_on_spark41(monkeypatch, catalog_conf),
+            **yarn.spark_conf(str(venv / "bin" / "python"), release.jars_dir)}  # fmt: skip
+    try:
+        for mode, rows, mechanism in [("create", 300, mechanisms[0]), ("replace", 120, mechanisms[1])]:
+            dag_id = f"yarn_{table_format}_{mode}"
+            sql = f"SELECT id, id % 3 AS k FROM range({rows})"
+            run = run_dag(make_dag(dag_id, conf=conf, table_format=table_format, target_table=target,
+                                   conn_id="spark_yarn", mode=mode, sql=sql))  # fmt: skip
+            txn = xcom_value(dag_id, run.run_id, "ctas_transaction")
+            assert run.task_state == "success", txn
+            assert txn["details"]["publish"]["mechanism"] == mechanism, txn["details"]["publish"]
+            application, app = txn["details"]["spark_application"], _application(yarn, app_target, 1)
+            assert (application["id"], application["version"]) == (app["id"], SPARK_FOR_FORMATS)
+            assert app["finalStatus"] == "SUCCEEDED", app
+            assert reader.value(f"SELECT count(*) FROM {target}") == rows
+            assert left() == []
+    finally:
+        reader.close()
