@@ -42,12 +42,13 @@ DAG_SOURCE = """\
 import datetime
 import pendulum
 from airflow.providers.standard.operators.empty import EmptyOperator
-from airflow.sdk import DAG, PartitionedAssetTimetable
+from airflow.sdk import DAG, IdentityMapper, PartitionedAssetTimetable, ProductMapper, StartOfDayMapper
 from airflow_provider_ctas.operators import AtomicCtasOperator
 
 PASS = "{{{{ var.value.get('ctas_pass', '1') }}}}"
 SQL = (
-    "SELECT id, '{{{{ ds }}}}' AS ds, " + PASS + " AS pass FROM range(" + PASS + " * 100 + {{{{ logical_date.day }}}})"
+    "SELECT id, " + PASS + " AS pass, '{{{{ ds }}}}' AS ds, 'eu' AS region"
+    " FROM range(" + PASS + " * 100 + {{{{ logical_date.day }}}})"
     "{{% if ds == var.value.get('ctas_fail_date', '') %}} WHERE raise_error('injected failure') IS NULL{{% endif %}}"
 )
 SPARK = {{"conn_id": "spark_local", "conf": {{"spark.task.maxFailures": "1"}}}}
@@ -61,13 +62,18 @@ ARGS = dict(
 
 with DAG("backfill_partitions", max_active_runs=4, **ARGS) as partitions:
     AtomicCtasOperator(
-        task_id="ctas", target_table="{db}.events", mode="overwrite_partitions", partition_by=["ds"], sql=SQL, **SPARK
+        task_id="ctas", target_table="{db}.events", mode="overwrite_partitions", partition_by=["ds", "region"], sql=SQL,
+        **SPARK,
     )
 
-# Runs once per partition the backfills published (the events' partition keys).
+# Runs once per partition the backfills published: the events' composite keys (``ds|region``), split
+# by Airflow's own ProductMapper, each part mapped by its own mapper.
+DAILY = StartOfDayMapper(input_format="%Y-%m-%d", output_format="%Y%m%d")
 with DAG(
     "events_downstream",
-    schedule=PartitionedAssetTimetable(assets=partitions.get_task("ctas").outlets[0]),
+    schedule=PartitionedAssetTimetable(
+        assets=partitions.get_task("ctas").outlets[0], default_partition_mapper=ProductMapper(DAILY, IdentityMapper())
+    ),
     start_date=pendulum.datetime(2024, 1, 1, tz="UTC"),
     catchup=False,
 ):
@@ -251,7 +257,7 @@ def test_backfill_then_reprocess_is_atomic_per_partition(scheduler, spark, datab
         assert retried == [], "\n".join(
             line for (run_id,) in retried for line in task_log_lines(services, "backfill_partitions", run_id)
         )
-        days = [f"2024-01-{day:02d}" for day in range(1, DAYS + 1)]
+        days = [f"202401{day:02d}|eu" for day in range(1, DAYS + 1)]
         assert downstream_partitions(services, DAYS) == days, "one downstream run per published partition"
 
         services.airflow("variables", "set", "ctas_pass", "2")
@@ -275,7 +281,7 @@ def test_backfill_then_reprocess_is_atomic_per_partition(scheduler, spark, datab
         )
 
     # The failed date's try published nothing, so nothing ran downstream for it a second time.
-    again = [day for day in days if day != f"2024-01-{FAIL_DAY:02d}"]
+    again = [day for day in days if day != f"202401{FAIL_DAY:02d}|eu"]
     assert downstream_partitions(services, 2 * DAYS - 1) == sorted(days + again)
     assert reader.errors == []
     for day in range(1, DAYS + 1):
