@@ -1,6 +1,7 @@
 """OpenLineage facets for AtomicCtasOperator (used only when the OpenLineage provider is installed).
 
-Output: the published table, with its schema and, on completion, its row count and size. Inputs:
+Output: the published table, with its schema, storage layer and location and, on completion, its
+row count and size, the version the publish made and whether it created or overwrote it. Inputs:
 the catalog tables the driver's analysed plan read (before the driver ran, and over Spark Connect,
 the tables the SQL parser Airflow's OpenLineage integration finds). Job: the SQL. Staging
 tables never appear. Table datasets live in the namespace the table's strategy names
@@ -30,7 +31,18 @@ def input_tables(sql: str) -> list[str]:
     return sorted(set(names))
 
 
-def lineage(*, namespace: str, sql: str, target: str, details: Mapping[str, Any] | None, complete: bool) -> Any:
+def lineage(
+    *,
+    namespace: str,
+    sql: str,
+    target: str,
+    details: Mapping[str, Any] | None,
+    complete: bool,
+    table_format: str | None = None,
+    outcome: str | None = None,
+) -> Any:
+    """``outcome``: the transaction's (``published``, ``already_published``, ...); only a run that
+    published says how it changed the table and which version it made."""
     from airflow.providers.common.compat.openlineage.facet import (
         OutputDataset,
         OutputStatisticsOutputDatasetFacet,
@@ -48,6 +60,7 @@ def lineage(*, namespace: str, sql: str, target: str, details: Mapping[str, Any]
         )
     if details.get("checks"):  # on failure too: the assertions say why nothing was published
         facets["dataQualityAssertions"] = _assertions(details["checks"])
+    facets.update(_table_facets(details, table_format, published=complete and outcome == "published"))
     output_facets: dict[str, Any] = {}
     if complete and details.get("row_count") is not None:
         output_facets["outputStatistics"] = OutputStatisticsOutputDatasetFacet(
@@ -63,6 +76,38 @@ def lineage(*, namespace: str, sql: str, target: str, details: Mapping[str, Any]
         ],
         job_facets={"sql": SQLJobFacet(query=sql)},
     )
+
+
+def _table_facets(details: Mapping[str, Any], table_format: str | None, *, published: bool) -> dict[str, Any]:
+    """OpenLineage's standard facets where the run knows their data: the format's storage layer,
+    the table's location (a symlink, as OpenLineage names files, so events that name the table by
+    its files join this one), and, for a run that published, the version it made and how it
+    changed the table (a create publishes by a rename; every other publish replaces data)."""
+    from openlineage.client.generated.dataset_version_dataset import DatasetVersionDatasetFacet
+    from openlineage.client.generated.lifecycle_state_change_dataset import (
+        LifecycleStateChange,
+        LifecycleStateChangeDatasetFacet,
+    )
+    from openlineage.client.generated.storage_dataset import StorageDatasetFacet
+    from openlineage.client.generated.symlinks_dataset import Identifier, SymlinksDatasetFacet
+
+    from airflow_provider_ctas.catalogs.metastore.namespace import path_dataset
+
+    facets: dict[str, Any] = {}
+    if table_format in ("iceberg", "delta"):
+        facets["storage"] = StorageDatasetFacet(storageLayer=table_format)
+    if details.get("location"):
+        namespace, name = path_dataset(str(details["location"]))
+        facets["symlinks"] = SymlinksDatasetFacet(identifiers=[Identifier(namespace, name, "LOCATION")])
+    if not published:
+        return facets
+    version = details.get("snapshot_id") if table_format == "iceberg" else details.get("delta_version")
+    if version is not None:
+        facets["version"] = DatasetVersionDatasetFacet(datasetVersion=str(version))
+    created = (details.get("publish") or {}).get("mechanism") == "rename"
+    change = LifecycleStateChange.CREATE if created else LifecycleStateChange.OVERWRITE
+    facets["lifecycleStateChange"] = LifecycleStateChangeDatasetFacet(lifecycleStateChange=change)
+    return facets
 
 
 def _input(namespace: str, entry: Any) -> Any:
@@ -117,6 +162,8 @@ class CtasLineageMixin:
             target=str(table.target) if table else str(strategy.validate_target(self.target_table)),
             details=table.details if table else None,
             complete=complete,
+            table_format=self.table_format,
+            outcome=str(table.outcome) if table and table.outcome else None,
         )
 
     def get_openlineage_facets_on_start(self) -> Any:

@@ -68,6 +68,11 @@ def test_openlineage_events_describe_the_published_table(stack, spark, database,
     fields = complete["outputs"][0]["facets"]["schema"]["fields"]
     assert [(f["name"], f["type"]) for f in fields] == [("id", "bigint"), ("name", "string")]
     assert complete["outputs"][0]["outputFacets"]["outputStatistics"]["rowCount"] == 70
+    published = complete["outputs"][0]["facets"]
+    assert published["lifecycleStateChange"]["lifecycleStateChange"] == "CREATE"
+    (location,) = published["symlinks"]["identifiers"]
+    assert (location["namespace"], location["type"]) == ("file", "LOCATION") and location["name"].endswith("/enriched")
+    assert "lifecycleStateChange" not in by_type["START"]["outputs"][0]["facets"], "nothing was published yet"
     assert sorted(i["name"] for i in complete["inputs"]) == [f"{database}.customers", f"{database}.orders"]
     assert {i["namespace"] for i in complete["inputs"]} == {namespace}
     assert complete["job"]["facets"]["sql"]["query"] == sql

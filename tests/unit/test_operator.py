@@ -399,3 +399,30 @@ def test_the_history_says_when_the_write_finished_not_when_the_task_heard():
     prepared = [entry for entry in table.history if entry.state.value == "prepared"]
     assert [entry.at for entry in prepared] == ["2024-01-01T00:00:05+00:00"]
     assert table.history[-1].state.value == "committed" and table.history[-1].at != prepared[0].at
+
+
+def test_a_publish_says_how_it_changed_the_table_and_which_version_it_made():
+    from airflow_provider_ctas.operators.lineage import lineage
+
+    def facets(outcome: str | None, complete: bool = True, fmt: str = "parquet", **details: Any) -> dict[str, Any]:
+        done = lineage(namespace="hive://ms:9083", sql="SELECT 1", target="db.t", details=details,
+                       complete=complete, table_format=fmt, outcome=outcome)  # fmt: skip
+        return dict(done.outputs[0].facets)
+
+    created = facets("published", location="s3a://lake/db/t", publish={"mechanism": "rename"})
+    assert created["lifecycleStateChange"].lifecycleStateChange.value == "CREATE"
+    (link,) = created["symlinks"].identifiers
+    assert (link.namespace, link.name, link.type) == ("s3://lake", "db/t", "LOCATION")
+    assert "storage" not in created and "version" not in created, "a file-format table has neither"
+
+    replaced = facets("published", fmt="iceberg", snapshot_id=42, publish={"mechanism": "branch"})
+    assert replaced["lifecycleStateChange"].lifecycleStateChange.value == "OVERWRITE"
+    assert (replaced["version"].datasetVersion, replaced["storage"].storageLayer) == ("42", "iceberg")
+    delta = facets("published", fmt="delta", delta_version=3, publish={"mechanism": "delta_commit"})
+    assert delta["version"].datasetVersion == "3"
+
+    # Only a publish changes the table: a retry that found it published, and a run still going, do not.
+    for outcome, complete in [("already_published", True), ("published", False), (None, True)]:
+        quiet = facets(outcome, complete, fmt="delta", delta_version=3, publish={"mechanism": "delta_commit"})
+        assert "lifecycleStateChange" not in quiet and "version" not in quiet, outcome
+        assert quiet["storage"].storageLayer == "delta"
