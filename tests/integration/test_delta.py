@@ -213,6 +213,8 @@ def test_superseded_tries_never_commit(stack, spark, reader, on_spark41, databas
     assert "commit: the task decided commit for try 1" in log1 and "Delta skipped try 1's write" in log1
     assert reader.rows(f"SELECT DISTINCT written_by_try FROM {target}") == [[3]]
     assert reader.value(f"SELECT count(*) FROM {target}") == 100
+    stored = xcom_value(dag_id, "zombie_run", "ctas_transaction")
+    assert (stored["try_number"], stored["state"]) == (3, "committed"), "the FENCED tries wrote no XCom over try 3's"
     assert left == []
     assert problem is None, summarize(poller.seen)
 

@@ -236,6 +236,8 @@ def test_plain_rtas_lets_a_zombie_win_and_the_operator_does_not(stack, reader, o
     assert reader.rows(f"SELECT DISTINCT written_by_try FROM {target}") == [[2]]
     assert reader.value(f"SELECT count(*) FROM {target}") == 100
     assert reader.current_summary(target)[markers.TRY_NUMBER] == "2"
+    stored = xcom_value(dag_id, "zombie_run", "ctas_transaction")
+    assert (stored["try_number"], stored["state"]) == (2, "committed"), "the FENCED try 1 wrote no XCom over try 2's"
     assert left == []
     assert problem is None, summarize(poller.seen)
 
