@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING, Any
 
-from airflow_provider_ctas.catalogs.metastore.namespace import catalog_namespace, path_dataset
+from airflow_provider_ctas.catalogs.metastore.namespace import catalog_namespace, jdbc_dataset, path_dataset
 from airflow_provider_ctas.catalogs.query import as_subquery
 from airflow_provider_ctas.core.errors import InvalidInputError, QueryError
 from airflow_provider_ctas.spark.errors import first_line
@@ -66,5 +66,8 @@ def _named(entry: str | dict[str, str], settings: dict[str, str]) -> Any:
         return entry
     if "path" in entry:
         namespace, name = path_dataset(entry["path"])
+        return {"namespace": namespace, "name": name}
+    if "jdbc" in entry:
+        namespace, name = jdbc_dataset(entry["jdbc"], entry["table"])
         return {"namespace": namespace, "name": name}
     return {"namespace": catalog_namespace(settings, entry["catalog"]), "name": entry["name"]}

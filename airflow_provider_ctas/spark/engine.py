@@ -98,15 +98,22 @@ class ClassicEngine:
         """Every catalog table the analysed query reads: ``database.table`` for the session
         catalog's, ``{"catalog": ..., "name": "namespace.table"}`` for another catalog's (an Iceberg
         ``SparkCatalog``'s, read through DataSource V2), ``{"path": uri}`` for files read by path
-        (``parquet.`s3a://...```). CTEs resolve to what they read; table-valued functions (``range``)
-        and temporary views' sources count as what they are."""
+        (``parquet.`s3a://...```), ``{"jdbc": url, "table": ...}`` for a JDBC table (its URL stays in
+        the driver: only what names the source leaves it). CTEs resolve to what they read;
+        table-valued functions (``range``) and temporary views' sources count as what they are."""
         leaves = frame._jdf.queryExecution().analyzed().collectLeaves().iterator()
         found: set[str] = set()
         other: set[tuple[str, str]] = set()
         paths: set[str] = set()
+        sources: set[tuple[str, str]] = set()
         while leaves.hasNext():
             leaf = leaves.next()
             kind = leaf.getClass().getSimpleName()
+            if kind == "LogicalRelation" and leaf.relation().getClass().getSimpleName() == "JDBCRelation":
+                options = leaf.relation().jdbcOptions()  # the source, even under a catalog table USING jdbc
+                if not str(options.tableOrQuery()).startswith("("):  # a pushed-down query names no table
+                    sources.add((str(options.url()), str(options.tableOrQuery())))
+                continue
             if kind == "HiveTableRelation":
                 identifier = leaf.tableMeta().identifier()
             elif kind == "LogicalRelation" and leaf.catalogTable().isDefined():
@@ -128,6 +135,7 @@ class ClassicEngine:
             *sorted(found),
             *({"catalog": c, "name": n} for c, n in sorted(other)),
             *({"path": p} for p in sorted(paths)),
+            *({"jdbc": url, "table": table} for url, table in sorted(sources)),
         ]
 
     def application(self) -> dict[str, str | None]:

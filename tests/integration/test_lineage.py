@@ -168,3 +168,20 @@ def test_the_plan_names_tables_and_paths_it_reads_as_inputs(spark, database, tmp
         f"{database}.dims", {"namespace": "file", "name": str(files)}
     ]  # fmt: skip
     assert warnings == []
+
+
+def test_a_jdbc_table_is_named_after_its_source_without_its_credentials(spark, database):
+    """A catalog table ``USING jdbc`` (here over Derby, whose driver pyspark ships) is an input named
+    after the database it reads, as OpenLineage names JDBC sources; its URL's settings stay out."""
+    from airflow_provider_ctas.catalogs.analysis import lineage_inputs
+    from airflow_provider_ctas.spark.engine import ClassicEngine
+
+    url = f"jdbc:derby:memory:{database};create=true;user=app;password=secret"
+    spark.range(3).write.jdbc(url, "ORDERS", mode="overwrite")
+    spark.sql(f"CREATE TABLE {database}.orders_jdbc USING jdbc OPTIONS (url '{url}', dbtable 'ORDERS')")
+    frame = spark.sql(f"SELECT o.id FROM {database}.orders_jdbc AS o CROSS JOIN range(2)")
+    warnings: list[str] = []
+    log = type("Log", (), {"warning": lambda self, message: warnings.append(message)})()
+    inputs = lineage_inputs(ClassicEngine(spark), frame, log)
+    assert inputs == [{"namespace": f"derby:memory:{database}", "name": "ORDERS"}], warnings
+    assert "secret" not in str(inputs)

@@ -6,6 +6,8 @@ from __future__ import annotations
 
 import json
 
+import pytest
+
 from airflow_provider_ctas.catalogs.iceberg import fence
 from airflow_provider_ctas.catalogs.iceberg.strategy import lineage_namespace
 
@@ -91,3 +93,26 @@ def test_paths_are_named_as_openlineage_names_files():
     assert path_dataset("file:/data/events") == ("file", "/data/events")
     assert path_dataset("s3a://bucket/warehouse/t") == ("s3://bucket", "warehouse/t")
     assert path_dataset("hdfs://nn:8020/w/t") == ("hdfs://nn:8020", "/w/t")
+
+
+@pytest.mark.parametrize(
+    ("url", "table", "expected"),
+    [
+        (
+            "jdbc:postgresql://pg:5433/shop?user=u&password=secret",
+            "sales.orders",
+            ("postgres://pg:5433", "shop.sales.orders"),
+        ),
+        ("jdbc:postgresql://pg/shop", "orders", ("postgres://pg:5432", "shop.public.orders")),
+        ("jdbc:mysql://user:secret@db/shop", "orders", ("mysql://db:3306", "shop.orders")),
+        ("jdbc:sqlserver://ms:1433", "dbo.orders", ("sqlserver://ms:1433", "dbo.orders")),
+        ("jdbc:derby:memory:shop;create=true", "APP.ORDERS", ("derby:memory:shop", "APP.ORDERS")),
+        ("jdbc:oracle:thin:scott/secret@ora:1521:orcl", "S.T", ("oracle://ora:1521:orcl", "S.T")),
+    ],
+)
+def test_jdbc_sources_are_named_as_openlineage_names_them_and_never_with_credentials(url, table, expected):
+    from airflow_provider_ctas.catalogs.metastore.namespace import jdbc_dataset
+
+    named = jdbc_dataset(url, table)
+    assert named == expected
+    assert "secret" not in str(named) and "user" not in named[0]

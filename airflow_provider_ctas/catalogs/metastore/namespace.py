@@ -73,6 +73,28 @@ def path_dataset(uri: str) -> tuple[str, str]:
     return f"{scheme}://{parsed.netloc}", path
 
 
+def jdbc_dataset(url: str, table: str) -> tuple[str, str]:
+    """A JDBC source as OpenLineage's naming spec names it: ``postgres://host:port`` and
+    ``database.schema.table`` (schema ``public`` when the table names none), ``mysql://host:port``
+    and ``database.table``; any other database by its URL without ``jdbc:``, credentials or
+    settings, and the table as given."""
+    bare = url.strip().removeprefix("jdbc:")
+    parsed = urlsplit(bare)
+    database = parsed.path.strip("/")
+    if parsed.scheme in ("postgresql", "postgres") and parsed.hostname:
+        qualified = table if "." in table else f"public.{table}"
+        return f"postgres://{parsed.hostname}:{parsed.port or 5432}", f"{database}.{qualified}"
+    if parsed.scheme in ("mysql", "mariadb") and parsed.hostname:
+        return f"mysql://{parsed.hostname}:{parsed.port or 3306}", f"{database}.{table}"
+    if parsed.hostname:
+        authority = parsed.hostname + (f":{parsed.port}" if parsed.port else "")
+        return f"{parsed.scheme}://{authority}{parsed.path}".rstrip("/"), table
+    bare = bare.split(";", 1)[0].split("?", 1)[0]
+    if "@" in bare:  # oracle:thin:user/password@host:port:sid: never the credentials
+        return f"{bare.split(':', 1)[0]}://{bare.rsplit('@', 1)[1]}", table
+    return bare, table
+
+
 def catalog_namespace(conf: Mapping[str, Any], catalog: str) -> str:
     """The lineage namespace of the tables of Spark catalog ``catalog`` (an Iceberg ``SparkCatalog``
     as ``spark.sql.catalog.<catalog>.*`` configures it): its REST or JDBC service, else its Hive
