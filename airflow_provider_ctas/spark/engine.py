@@ -109,10 +109,12 @@ class ClassicEngine:
         while leaves.hasNext():
             leaf = leaves.next()
             kind = leaf.getClass().getSimpleName()
-            if kind == "LogicalRelation" and leaf.relation().getClass().getSimpleName() == "JDBCRelation":
-                options = leaf.relation().jdbcOptions()  # the source, even under a catalog table USING jdbc
-                if not str(options.tableOrQuery()).startswith("("):  # a pushed-down query names no table
-                    sources.add((str(options.url()), str(options.tableOrQuery())))
+            relation: Any = leaf.relation() if kind == "LogicalRelation" else None
+            relation_kind = relation.getClass().getSimpleName() if relation is not None else ""
+            if relation_kind == "JDBCRelation":  # the source, even under a catalog table USING jdbc
+                table = str(relation.jdbcOptions().tableOrQuery())
+                if not table.startswith("("):  # a pushed-down query names no table
+                    sources.add((str(relation.jdbcOptions().url()), table))
                 continue
             if kind == "HiveTableRelation":
                 identifier = leaf.tableMeta().identifier()
@@ -122,8 +124,8 @@ class ClassicEngine:
                 catalog, ident = str(leaf.catalog().get().name()), leaf.identifier().get()
                 other.add((catalog, ".".join([*(str(part) for part in ident.namespace()), str(ident.name())]).lower()))
                 continue
-            elif kind == "LogicalRelation" and leaf.relation().getClass().getSimpleName() == "HadoopFsRelation":
-                roots = leaf.relation().location().rootPaths().iterator()
+            elif relation_kind == "HadoopFsRelation":
+                roots = relation.location().rootPaths().iterator()
                 while roots.hasNext():
                     paths.add(str(roots.next().toUri().toString()))
                 continue

@@ -74,6 +74,18 @@ def _application(yarn: YarnCluster, target: str, try_number: int) -> dict[str, A
     return max((a for a in yarn.apps() if a["name"] == name), key=lambda a: int(a["startedTime"]))
 
 
+def _publish(yarn: YarnCluster, dag_id: str, app_target: str, mechanism: str, **dag: Any) -> dict[str, Any]:
+    """One run on YARN that must publish by ``mechanism`` from its own application, which
+    SUCCEEDED: the run's XCom transaction."""
+    run = run_dag(make_dag(dag_id, conn_id="spark_yarn", **dag))
+    txn = xcom_value(dag_id, run.run_id, "ctas_transaction")
+    assert run.task_state == "success", txn
+    assert txn["details"]["publish"]["mechanism"] == mechanism, txn["details"]["publish"]
+    app = _application(yarn, app_target, 1)
+    assert txn["details"]["spark_application"]["id"] == app["id"] and app["finalStatus"] == "SUCCEEDED", app
+    return dict(txn)
+
+
 def test_cluster_mode_publishes_on_the_decision_of_the_task(stack, spark, database, yarn, on_yarn):
     target = f"{database}.on_yarn"
     dag = make_dag("yarn_create", target_table=target, conn_id="spark_yarn", conf=on_yarn,
@@ -110,14 +122,8 @@ def test_cluster_mode_publishes_on_the_decision_of_the_task(stack, spark, databa
         ("yarn_partitions", "overwrite_partitions", "SELECT id, 'y' AS extra, '1' AS k FROM range(7)", "partitions",
          [["0", "x", 40], ["1", "y", 7]]),
     ]:  # fmt: skip
-        dag = make_dag(dag_id, target_table=target, conn_id="spark_yarn", conf=on_yarn, mode=mode,
-                       partition_by=["k"], allow_swap=True, sql=sql)  # fmt: skip
-        run = run_dag(dag)
-        txn = xcom_value(dag_id, run.run_id, "ctas_transaction")
-        assert run.task_state == "success", txn
-        assert txn["details"]["publish"]["mechanism"] == mechanism, txn["details"]["publish"]
-        app = _application(yarn, f"spark_catalog.{target}", 1)
-        assert txn["details"]["spark_application"]["id"] == app["id"] and app["finalStatus"] == "SUCCEEDED"
+        _publish(yarn, dag_id, f"spark_catalog.{target}", mechanism, target_table=target, conf=on_yarn, mode=mode,
+                 partition_by=["k"], allow_swap=True, sql=sql)  # fmt: skip
         read = fresh(spark).sql(f"SELECT k, extra, count(*) FROM {target} GROUP BY k, extra ORDER BY k")
         assert [list(row) for row in read.collect()] == expected, mode
         assert leftovers(spark, database) == []
@@ -224,16 +230,10 @@ def test_iceberg_and_delta_tables_publish_the_same_way_in_cluster_mode(
             **yarn.spark_conf(str(venv / "bin" / "python"), release.jars_dir)}  # fmt: skip
     try:
         for mode, rows, mechanism in [("create", 300, mechanisms[0]), ("replace", 120, mechanisms[1])]:
-            dag_id = f"yarn_{table_format}_{mode}"
-            sql = f"SELECT id, id % 3 AS k FROM range({rows})"
-            run = run_dag(make_dag(dag_id, conf=conf, table_format=table_format, target_table=target,
-                                   conn_id="spark_yarn", mode=mode, sql=sql))  # fmt: skip
-            txn = xcom_value(dag_id, run.run_id, "ctas_transaction")
-            assert run.task_state == "success", txn
-            assert txn["details"]["publish"]["mechanism"] == mechanism, txn["details"]["publish"]
-            application, app = txn["details"]["spark_application"], _application(yarn, app_target, 1)
-            assert (application["id"], application["version"]) == (app["id"], SPARK_FOR_FORMATS)
-            assert app["finalStatus"] == "SUCCEEDED", app
+            txn = _publish(yarn, f"yarn_{table_format}_{mode}", app_target, mechanism, conf=conf,
+                           table_format=table_format, target_table=target, mode=mode,
+                           sql=f"SELECT id, id % 3 AS k FROM range({rows})")  # fmt: skip
+            assert txn["details"]["spark_application"]["version"] == SPARK_FOR_FORMATS
             assert reader.value(f"SELECT count(*) FROM {target}") == rows
             assert left() == []
     finally:
