@@ -21,7 +21,7 @@ import urllib.request
 from pathlib import Path
 from typing import Any
 
-from ctas_devstack.metastore import free_port, spark_home, stop_pid_files, wait_for_port
+from ctas_devstack.metastore import SERVICE_JVM_FLAGS, free_port, spark_home, stop_pid_files, wait_for_port
 
 
 class StandaloneCluster:
@@ -40,7 +40,13 @@ class StandaloneCluster:
         return f"spark://127.0.0.1:{self.port}"
 
     def _start(self, name: str, *args: str) -> subprocess.Popen[bytes]:
-        env = {**os.environ, "SPARK_LOCAL_IP": "127.0.0.1", "SPARK_HOME": str(spark_home())}
+        # The master and worker are small services: SERVICE_JVM_FLAGS (ctas_devstack/metastore.py).
+        env = {
+            **os.environ,
+            "SPARK_LOCAL_IP": "127.0.0.1",
+            "SPARK_HOME": str(spark_home()),
+            "SPARK_DAEMON_JAVA_OPTS": " ".join(SERVICE_JVM_FLAGS),
+        }
         log = open(self.root / f"{name}.log", "ab")  # noqa: SIM115 - handed to the child process
         process = subprocess.Popen(
             [str(spark_home() / "bin" / "spark-class"), *args],

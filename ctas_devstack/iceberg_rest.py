@@ -17,7 +17,7 @@ import sys
 from pathlib import Path
 
 from ctas_devstack.jars import locked_jars
-from ctas_devstack.metastore import free_port, spark_home, spawn, stop_pid_file
+from ctas_devstack.metastore import SERVICE_JVM_FLAGS, free_port, spark_home, spawn, stop_pid_file
 
 SERVER_CLASS = "org.apache.iceberg.rest.RESTCatalogServer"
 SERVER_JARS = (
@@ -81,7 +81,7 @@ class IcebergRestCatalog:
             "CATALOG_REST_PORT": str(self.port),
             "CATALOG_JDBC_SCHEMA__VERSION": "V1",
         }
-        command = ["java", "-Xmx256m", "-XX:TieredStopAtLevel=1", "-cp", ":".join(server_classpath()), SERVER_CLASS]
+        command = ["java", "-Xmx256m", *SERVICE_JVM_FLAGS, "-cp", ":".join(server_classpath()), SERVER_CLASS]
         spawn(
             command, root=self.root, log_name="iceberg-rest.log", pid_file=self.pid_file, port=self.port,
             timeout=timeout, env=env,

@@ -38,7 +38,8 @@ from tests.support.processes import wait_for_line
 from tests.support.spark_versions import on_release
 from tests.support.table_reader import SPARK_FOR_FORMATS, TablePoller
 
-pytestmark = [pytest.mark.integration, pytest.mark.slow, pytest.mark.formats]
+# One test worker runs the whole module: its module-scoped services start once, not on both workers.
+pytestmark = [pytest.mark.integration, pytest.mark.slow, pytest.mark.formats, pytest.mark.xdist_group("delta")]
 
 
 @pytest.fixture(scope="module")

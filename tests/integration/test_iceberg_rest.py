@@ -25,7 +25,8 @@ from tests.support.iceberg import iceberg_ctas, iceberg_jar, leftovers, probe, t
 from tests.support.processes import wait_for_line
 from tests.support.table_reader import TablePoller, TableReader
 
-pytestmark = [pytest.mark.integration, pytest.mark.slow, pytest.mark.formats]
+# One test worker runs the whole module: its module-scoped services start once, not on both workers.
+pytestmark = [pytest.mark.integration, pytest.mark.slow, pytest.mark.formats, pytest.mark.xdist_group("iceberg_rest")]
 
 CATALOG = "lake"
 NAMESPACE = "analytics"

@@ -29,7 +29,14 @@ from tests.support.reliability import NEW_ROWS, record_cell
 from tests.support.spark_versions import pyspark_venv
 from tests.support.table_reader import SPARK_FOR_FORMATS, TableReader
 
-pytestmark = [pytest.mark.integration, pytest.mark.slow, pytest.mark.yarn, pytest.mark.timeout(900)]
+# One test worker runs the whole module: its module-scoped services start once, not on both workers.
+pytestmark = [
+    pytest.mark.integration,
+    pytest.mark.slow,
+    pytest.mark.yarn,
+    pytest.mark.timeout(900),
+    pytest.mark.xdist_group("yarn"),
+]
 
 
 @pytest.fixture(scope="module")

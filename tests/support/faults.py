@@ -35,6 +35,9 @@ def classify_read_error(exc: Exception) -> str:
 class Reader:
     """Polls a table's row count from the test's own Spark session, recording every observation.
 
+    A read starts every ``interval`` seconds, or as soon as the previous one ended if that took
+    longer: the reader's share of the machine stays the same however fast a read gets.
+
     ``sticky``: one session for every read, which never refreshes, like a Thrift server or a BI tool
     that keeps the file listing it made first (README: readers that keep a session open). Otherwise
     each read looks at the metastore afresh.
@@ -44,7 +47,7 @@ class Reader:
         self,
         spark: SparkSession,
         target: str,
-        interval: float = 0.4,
+        interval: float = 0.7,
         where: str = "",
         tail: float = 0.5,
         sticky: bool = False,
@@ -72,7 +75,7 @@ class Reader:
                 if value == "unavailable":
                     self.unavailable.append(str(exc).strip().splitlines()[0][:300])
             self.seen.append((started, time.monotonic(), value))
-            time.sleep(self.interval)
+            self._stop.wait(started + self.interval - time.monotonic())
 
     def start(self) -> Reader:
         self._thread.start()

@@ -17,7 +17,7 @@ import pytest
 from ctas_devstack.connect_server import ConnectServer
 from ctas_devstack.metastore import HiveMetastore
 from ctas_devstack.s3 import S3Server, s3_jars
-from tests.support.jvm import ensure_archive, s3_dist_classpath, submit_opts
+from tests.support.jvm import JVM_FLAGS, READER_SPARK_CONF, ensure_archive, s3_dist_classpath, submit_opts
 
 if TYPE_CHECKING:
     from pyspark.sql import SparkSession
@@ -31,6 +31,7 @@ TEST_SPARK_CONF = {
     "spark.sql.shuffle.partitions": "4",
     "spark.sql.codegen.wholeStage": "false",
     "spark.sql.codegen.factoryMode": "NO_CODEGEN",
+    "spark.ui.showConsoleProgress": "false",
 }
 
 
@@ -59,6 +60,8 @@ def metastore(s3: S3Server) -> Iterator[HiveMetastore]:
     service = HiveMetastore(SESSION_ROOT / "hms", extra_jars=jars, hadoop_conf=s3.hadoop_conf()).start()
     s3_conf = {f"spark.hadoop.{key}": value for key, value in s3.hadoop_conf().items()}
     os.environ["SPARK_SUBMIT_OPTS"] = submit_opts({**service.spark_conf(), **TEST_SPARK_CONF, **s3_conf}, archive)
+    # spark-submit's own first JVM (org.apache.spark.launcher.Main, which builds the command) too.
+    os.environ["SPARK_LAUNCHER_OPTS"] = " ".join(JVM_FLAGS)
     yield service
     service.stop()
 
@@ -91,7 +94,10 @@ def spark(metastore: HiveMetastore) -> Iterator[SparkSession]:
     """The test's own reader session (one JVM for the whole run)."""
     from pyspark.sql import SparkSession
 
-    session = SparkSession.builder.master("local[1]").appName("ctas-tests-reader").enableHiveSupport().getOrCreate()
+    builder = SparkSession.builder.master("local[1]").appName("ctas-tests-reader").enableHiveSupport()
+    for key, value in READER_SPARK_CONF.items():
+        builder = builder.config(key, value)
+    session = builder.getOrCreate()
     session.sparkContext.setLogLevel("ERROR")
     yield session
     session.stop()

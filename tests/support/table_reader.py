@@ -15,7 +15,7 @@ from pathlib import Path
 from typing import Any
 
 from tests.support.faults import classify_read_error
-from tests.support.jvm import classic_environ
+from tests.support.jvm import READER_SPARK_CONF, classic_environ
 from tests.support.spark_versions import on_release
 
 SPARK_FOR_FORMATS = "4.1.4"
@@ -70,7 +70,7 @@ class TableReader:
         env, release_conf = on_release(SPARK_FOR_FORMATS, archive=True)
         self.log = log
         self.process = subprocess.Popen(
-            [release_conf["spark.pyspark.python"], "-c", _READER, json.dumps(conf)],
+            [release_conf["spark.pyspark.python"], "-c", _READER, json.dumps({**READER_SPARK_CONF, **conf})],
             env={**classic_environ(), **env},
             stdin=subprocess.PIPE,
             stdout=subprocess.PIPE,
@@ -129,9 +129,10 @@ class TableReader:
 class TablePoller:
     """Polls ``<rows>:<max written_by_try>`` of a table through the reader the whole time a test
     runs: a reader must only ever see no table / the old version, or the complete new one, and
-    which try wrote what it sees."""
+    which try wrote what it sees. A read starts every ``interval`` seconds (or when the previous one
+    ended, if later)."""
 
-    def __init__(self, reader: TableReader, table: str, interval: float = 1.0) -> None:
+    def __init__(self, reader: TableReader, table: str, interval: float = 1.2) -> None:
         self.reader, self.table, self.interval = reader, table, interval
         self.seen: list[Any] = []
         self._stop = threading.Event()
@@ -140,11 +141,12 @@ class TablePoller:
     def _run(self) -> None:
         sql = f"SELECT concat(count(*), ':', coalesce(max(written_by_try), '-')) FROM {self.table}"
         while not self._stop.is_set():
+            started = time.monotonic()
             try:
                 self.seen.append(self.reader.value(sql))
             except AssertionError as exc:
                 self.seen.append(classify_read_error(exc))
-            time.sleep(self.interval)
+            self._stop.wait(started + self.interval - time.monotonic())
 
     def __enter__(self) -> TablePoller:
         self._thread.start()
