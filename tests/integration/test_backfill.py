@@ -310,6 +310,7 @@ def test_on_kill_kills_the_application_on_the_cluster(cluster, stack, spark, dat
     from tests.support.dags import DAGS_FOLDER, make_dag
     from tests.support.faults import Trial, wait_for_drivers_to_exit
     from tests.support.processes import find_processes, wait_for_line
+    from tests.support.waiting import wait_until
 
     target = f"{database}.on_cluster"
     slow = "SELECT id, reflect('java.lang.Thread', 'sleep', CAST(100 AS BIGINT)) AS pause FROM range(0, 600, 1, 2)"
@@ -322,19 +323,17 @@ def test_on_kill_kills_the_application_on_the_cluster(cluster, stack, spark, dat
     ).start()  # fmt: skip
     wait_for_line(progress, "after_begin try=1", timeout=240)
     name = f"airflow-ctas spark_catalog.{target} try 1"
-    deadline = time.monotonic() + 120
-    while not any(app["name"] == name for app in cluster.state()["activeapps"]):
-        assert time.monotonic() < deadline, "the application never became active on the cluster"
-        time.sleep(0.5)
+
+    def active() -> list[str]:
+        return [app["name"] for app in cluster.state()["activeapps"]]
+
+    wait_until(f"{name} runs on the cluster", lambda: name in active(), timeout=120, interval=0.5, observe=active)
     time.sleep(3)  # the write is running on the cluster's executors
     trial.signal_group(__import__("signal").SIGTERM)
     assert trial.wait() in ("failed", "up_for_retry")
     wait_for_drivers_to_exit(target)
 
-    deadline = time.monotonic() + 60
-    while any(app["name"] == name for app in cluster.state()["activeapps"]):
-        assert time.monotonic() < deadline, "on_kill left the application running on the cluster"
-        time.sleep(1)
+    wait_until("on_kill ends the application on the cluster", lambda: name not in active(), timeout=60, observe=active)
     finished = [app for app in cluster.state()["completedapps"] if app["name"] == name]
     assert finished, "the master did not record the application as finished"
     assert not find_processes("CoarseGrainedExecutorBackend", finished[0]["id"]), "an executor survived"

@@ -23,6 +23,7 @@ from tests.support.gc import entries, gc_cli
 from tests.support.objectstore import copies_since, key_of, keys, s3_leftovers, table_type, uploads
 from tests.support.processes import kill_spark_driver, wait_for_line
 from tests.support.reliability import NEW_ROWS, OLD_ROWS, record_cell
+from tests.support.waiting import wait_until
 
 pytestmark = [pytest.mark.integration, pytest.mark.slow, pytest.mark.objectstore]
 
@@ -193,10 +194,12 @@ def test_faults_on_s3(stack, spark, s3, s3_database, tmp_path, fault):
     first = Trial(DAGS_FOLDER / f"{dag_id}.py", dag_id, "s3_run", tmp_path / "try1.log", faults).start()
     staging_prefix = f"{s3_database}.db/__ctas_{txn_id[:16]}_s1/"
     if fault == "driver-mid-write":
-        deadline = time.monotonic() + 240
-        while not any("_temporary" in k for k in keys(s3, S3_BUCKET, staging_prefix)):
-            assert time.monotonic() < deadline, "try 1 never started writing"
-            time.sleep(0.2)
+        wait_until(
+            "try 1 writes its staging",
+            lambda: any("_temporary" in k for k in keys(s3, S3_BUCKET, staging_prefix)),
+            timeout=240,
+            observe=lambda: keys(s3, S3_BUCKET, staging_prefix),
+        )
         time.sleep(1)
         # What a writer killed in the middle of a large file leaves: an upload no object listing shows.
         debris = f"{staging_prefix}part-00000-killed.snappy.parquet"

@@ -28,6 +28,7 @@ from tests.support.processes import wait_for_line
 from tests.support.reliability import NEW_ROWS, record_cell
 from tests.support.spark_versions import pyspark_venv
 from tests.support.table_reader import SPARK_FOR_FORMATS, TableReader
+from tests.support.waiting import wait_until
 
 # One test worker runs the whole module: its module-scoped services start once, not on both workers.
 pytestmark = [
@@ -46,22 +47,18 @@ def yarn(tmp_path_factory) -> Iterator[YarnCluster]:
     cluster.stop()
 
 
-def _wait(what: str, check: Callable[[], Any], timeout: float) -> Any:
-    deadline, seen = time.monotonic() + timeout, None
-    while time.monotonic() < deadline:
-        seen = check()
-        if seen:
-            return seen
-        time.sleep(0.5)
-    raise AssertionError(f"{what}: not within {timeout}s; last seen {seen!r}")
-
-
 def _processes(app_id: str) -> list[str]:
     listed = subprocess.run(["ps", "-eo", "args"], capture_output=True, text=True, check=True).stdout
     return [line for line in listed.splitlines() if app_id in line and "ps -eo" not in line]
 
 
 ENDED = ("FINISHED", "FAILED", "KILLED")
+
+
+def _ended(yarn: YarnCluster, app_id: str) -> dict[str, Any] | None:
+    """The application once it has ended, else None."""
+    app = yarn.app(app_id)
+    return app if app["state"] in ENDED else None
 
 
 @pytest.fixture
@@ -151,10 +148,9 @@ def test_a_cluster_mode_driver_whose_task_died_never_publishes_and_gives_its_con
     app_id = _application(yarn, f"spark_catalog.{target}", 1)["id"]
     os.kill(trial.pid, signal.SIGKILL)  # the task process: no on_kill, no abort; only its driver can clean up
     killed = time.monotonic()
-    app = _wait("the orphaned driver's application ends", lambda: (a := yarn.app(app_id))["state"] in ENDED and a,
-                timeout=120)  # fmt: skip
+    app = wait_until("the orphaned driver's application ends", lambda: _ended(yarn, app_id), timeout=120)
     seconds = time.monotonic() - killed
-    _wait("no container of the application runs", lambda: not _processes(app_id) or None, timeout=60)
+    wait_until("no container of the application runs", lambda: not _processes(app_id) or None, timeout=60)
     time.sleep(3)  # anything the orphan could still have published would show by now
     values, left = reader.stop(), leftovers(spark, database)
     problem = check_observations(values, {"missing"}, NEW_ROWS)
@@ -201,11 +197,11 @@ def test_on_kill_kills_the_yarn_application_and_its_abort_removes_the_staging(
     time.sleep(3)  # the write is running in the application's executor
     trial.signal_group(signal.SIGTERM)
     assert trial.wait() in ("failed", "up_for_retry")
-    app = _wait("the application is killed", lambda: (a := yarn.app(app_id))["state"] in ENDED and a, timeout=60)
+    app = wait_until("the application is killed", lambda: _ended(yarn, app_id), timeout=60)
     assert app["state"] == "KILLED", app
     assert "on_kill: killing the Spark application" in (tmp_path / "try1.log").read_text(errors="replace")
     abort_name = f"airflow-ctas abort spark_catalog.{target} try 1"
-    (abort,) = _wait("the abort's application ends", lambda: [
+    (abort,) = wait_until("the abort's application ends", lambda: [
         a for a in yarn.apps() if a["name"] == abort_name and a["state"] in ENDED
     ], timeout=300)  # fmt: skip
     assert abort["finalStatus"] == "SUCCEEDED", abort

@@ -18,6 +18,7 @@ from ctas_devstack.connect_server import ConnectServer
 from ctas_devstack.metastore import HiveMetastore
 from ctas_devstack.s3 import S3Server, s3_jars
 from tests.support.jvm import JVM_FLAGS, READER_SPARK_CONF, ensure_archive, s3_dist_classpath, submit_opts
+from tests.support.pyspark_zip import ensure_compiled
 
 if TYPE_CHECKING:
     from pyspark.sql import SparkSession
@@ -57,6 +58,7 @@ def metastore(s3: S3Server) -> Iterator[HiveMetastore]:
     # On every Spark JVM's class path, as a cluster whose Hadoop has the S3A connector would have it.
     os.environ["SPARK_DIST_CLASSPATH"] = s3_dist_classpath()
     archive = ensure_archive(os.environ["SPARK_DIST_CLASSPATH"])
+    ensure_compiled()
     service = HiveMetastore(SESSION_ROOT / "hms", extra_jars=jars, hadoop_conf=s3.hadoop_conf()).start()
     s3_conf = {f"spark.hadoop.{key}": value for key, value in s3.hadoop_conf().items()}
     os.environ["SPARK_SUBMIT_OPTS"] = submit_opts({**service.spark_conf(), **TEST_SPARK_CONF, **s3_conf}, archive)

@@ -15,6 +15,7 @@ from tests.support.faults import Trial, check_observations, summarize, wait_for_
 from tests.support.processes import kill_spark_driver, wait_for_line
 from tests.support.reliability import record_cell
 from tests.support.table_reader import TablePoller, TableReader
+from tests.support.waiting import wait_until
 
 
 @dataclass
@@ -74,7 +75,7 @@ def kill_mid_write_then_after_publish(
     with TablePoller(probe.reader, target) as poller:
         first = trial(1, {"progress_file": str(progress), "before_write": {"only_try": 1}})
         wait_for_line(progress, "before_write try=1", timeout=240)
-        _wait_until(files_written, "try 1's write must start")
+        wait_until("try 1's write starts", files_written, timeout=120)
         time.sleep(5)
         assert kill_spark_driver(f"{target} try 1")
         try1 = first.wait()
@@ -122,10 +123,7 @@ def race_two_creators(
             faults = {"progress_file": str(progress), "before_publish": {"wait_for": str(release)}}
             log = tmp_path / f"writer{n}.log"
             trials[n] = Trial(DAGS_FOLDER / f"{dag_id}.py", dag_id, "race", log, faults).start()
-            deadline = time.monotonic() + 240
-            while not progress.exists() or progress.read_text().splitlines().count("before_publish try=1") < n:
-                assert time.monotonic() < deadline, f"writer {n} must reach its publish"
-                time.sleep(0.2)
+            wait_for_line(progress, "before_publish try=1", timeout=240, count=n)
     finally:
         release.touch()
     return {n: trial.wait() for n, trial in trials.items()}
@@ -151,17 +149,10 @@ def kill_task_at(
                   {"progress_file": str(progress), point: action}).start()  # fmt: skip
     wait_for_line(progress, f"{point} try=1", timeout=240)
     if until is not None:
-        _wait_until(until, f"{dag_id}: what the kill waits for must happen")
+        wait_until(f"{dag_id}: what the kill waits for", until, timeout=120)
     trial.signal_group(signal.SIGKILL)
     trial.wait()
     wait_for_drivers_to_exit(target)
-
-
-def _wait_until(condition: Callable[[], bool], failure: str, timeout: float = 120) -> None:
-    deadline = time.monotonic() + timeout
-    while not condition():
-        assert time.monotonic() < deadline, failure
-        time.sleep(0.2)
 
 
 def zombie_in_publish_window(
