@@ -18,7 +18,6 @@ from ctas_devstack.connect_server import ConnectServer
 from ctas_devstack.metastore import HiveMetastore
 from ctas_devstack.s3 import S3Server, s3_jars
 from tests.support.jvm import JVM_FLAGS, READER_SPARK_CONF, ensure_archive, s3_dist_classpath, submit_opts
-from tests.support.pyspark_zip import ensure_compiled
 
 if TYPE_CHECKING:
     from pyspark.sql import SparkSession
@@ -57,15 +56,17 @@ def metastore(s3: S3Server) -> Iterator[HiveMetastore]:
     jars = s3_jars()
     # On every Spark JVM's class path, as a cluster whose Hadoop has the S3A connector would have it.
     os.environ["SPARK_DIST_CLASSPATH"] = s3_dist_classpath()
-    archive = ensure_archive(os.environ["SPARK_DIST_CLASSPATH"])
-    ensure_compiled()
+    # The service first: it needs no archive, and it starts while the archive is still being made.
     service = HiveMetastore(SESSION_ROOT / "hms", extra_jars=jars, hadoop_conf=s3.hadoop_conf()).start()
-    s3_conf = {f"spark.hadoop.{key}": value for key, value in s3.hadoop_conf().items()}
-    os.environ["SPARK_SUBMIT_OPTS"] = submit_opts({**service.spark_conf(), **TEST_SPARK_CONF, **s3_conf}, archive)
-    # spark-submit's own first JVM (org.apache.spark.launcher.Main, which builds the command) too.
-    os.environ["SPARK_LAUNCHER_OPTS"] = " ".join(JVM_FLAGS)
-    yield service
-    service.stop()
+    try:
+        archive = ensure_archive(os.environ["SPARK_DIST_CLASSPATH"])  # and pyspark's zips compiled
+        s3_conf = {f"spark.hadoop.{key}": value for key, value in s3.hadoop_conf().items()}
+        os.environ["SPARK_SUBMIT_OPTS"] = submit_opts({**service.spark_conf(), **TEST_SPARK_CONF, **s3_conf}, archive)
+        # spark-submit's own first JVM (org.apache.spark.launcher.Main, which builds the command) too.
+        os.environ["SPARK_LAUNCHER_OPTS"] = " ".join(JVM_FLAGS)
+        yield service
+    finally:
+        service.stop()
 
 
 CONNECT_CONN_ID = "spark_connect_test"
@@ -123,6 +124,6 @@ def s3_database(spark: SparkSession, s3: S3Server) -> Iterator[str]:
 
 
 @pytest.fixture
-def stack(metastore: HiveMetastore, airflow_db: None, spark: SparkSession) -> HiveMetastore:
+def stack(airflow_db: None, metastore: HiveMetastore, spark: SparkSession) -> HiveMetastore:
     """Everything an end-to-end test needs: metastore service, Airflow DB and the reader."""
     return metastore

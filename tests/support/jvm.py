@@ -27,6 +27,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from airflow_provider_ctas.spark.engine import CONNECT_MODE_VARIABLES
+from tests.support.pyspark_zip import ensure_compiled
 
 REPO = Path(__file__).resolve().parents[2]
 LOCAL = REPO / ".ctas-local"
@@ -99,6 +100,11 @@ class SparkInstall:
         (jars,) = venv.glob("lib/python*/site-packages/pyspark/jars")
         return cls(venv / "bin", jars)
 
+    @property
+    def python_lib(self) -> Path:
+        """Where ``pyspark.zip`` lies, which spark-submit puts first on a Python driver's path."""
+        return self.jars_dir.parent / "python" / "lib"
+
     def jars(self) -> list[str]:
         return sorted(p.name for p in self.jars_dir.glob("*.jar"))
 
@@ -154,6 +160,7 @@ def ensure_archive(dist_classpath: str, spark: SparkInstall | None = None) -> Pa
     test JVM gets (the Hadoop connectors a cluster's Hadoop would have, e.g. S3A); ``spark``: the
     installation whose JVMs use it (the main environment's pyspark unless said)."""
     spark = spark or SparkInstall.main()
+    ensure_compiled(spark.python_lib, LOCAL / "pyspark-zip.lock")  # before any driver of it runs
     if os.environ.get("CTAS_TEST_CDS") == "0":
         return None
     CONF_DIR.mkdir(parents=True, exist_ok=True)

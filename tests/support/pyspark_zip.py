@@ -22,13 +22,6 @@ import warnings
 import zipfile
 from pathlib import Path
 
-from tests.support.jvm import LOCAL, SparkInstall
-
-
-def _zips_of(spark: SparkInstall) -> list[Path]:
-    """``pyspark.zip`` and py4j's, which spark-submit puts on a driver's path."""
-    return sorted((spark.jars_dir.parent / "python" / "lib").glob("*.zip"))
-
 
 def compiled(path: Path) -> bool:
     with zipfile.ZipFile(path) as archive:
@@ -60,15 +53,13 @@ def add_bytecode(path: Path) -> int:
     return added
 
 
-def ensure_compiled(spark: SparkInstall | None = None) -> None:
-    """Once per installation (under a lock, parallel test workers do it once)."""
-    LOCAL.mkdir(parents=True, exist_ok=True)
-    with open(LOCAL / "pyspark-zip.lock", "w") as lock:
+def ensure_compiled(python_lib: Path, lock_file: Path) -> None:
+    """The zips of a pyspark installation's ``python/lib`` (``pyspark.zip``, py4j's), compiled once:
+    under ``lock_file``, and before any driver of that installation starts (a zip rewritten under a
+    running import fails it), so parallel test workers and the archive job do it once."""
+    lock_file.parent.mkdir(parents=True, exist_ok=True)
+    with open(lock_file, "w") as lock:
         fcntl.flock(lock, fcntl.LOCK_EX)
-        for path in _zips_of(spark or SparkInstall.main()):
+        for path in sorted(python_lib.glob("*.zip")):
             if not compiled(path):
                 print(f"tests: {add_bytecode(path)} modules compiled into {path}", file=sys.stderr)
-
-
-if __name__ == "__main__":
-    ensure_compiled()

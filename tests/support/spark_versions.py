@@ -11,7 +11,7 @@ import subprocess
 import sys
 from pathlib import Path
 
-from tests.support.jvm import SparkInstall, ensure_archive, with_archive
+from tests.support.jvm import LOCAL, SparkInstall, ensure_archive, with_archive
 from tests.support.pyspark_zip import ensure_compiled
 
 CACHE = Path(os.environ.get("CTAS_PYSPARK_CACHE", Path.home() / ".cache" / "airflow-provider-ctas" / "pyspark"))
@@ -47,7 +47,7 @@ def on_release(version: str, *, archive: bool = False) -> tuple[dict[str, str], 
     Otherwise they start without one (the main archive serves the main pyspark only)."""
     venv = pyspark_venv(version)
     python = str(venv / "bin" / "python")
-    ensure_compiled(SparkInstall.of_venv(venv))
+    ensure_compiled(SparkInstall.of_venv(venv).python_lib, LOCAL / "pyspark-zip.lock")
     made = ensure_archive(os.environ.get("SPARK_DIST_CLASSPATH", ""), SparkInstall.of_venv(venv)) if archive else None
     env = {
         "PATH": f"{venv / 'bin'}{os.pathsep}{os.environ['PATH']}",
