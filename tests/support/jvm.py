@@ -35,11 +35,7 @@ CONF_DIR = LOCAL / "test-spark-conf-empty"
 """SPARK_CONF_DIR of every test JVM: empty, and at a fixed path, as the archive requires."""
 JVM_FLAGS = ("-XX:TieredStopAtLevel=1", "-XX:+UseSerialGC")
 """Short-lived drivers: C1-only JIT and the serial GC start ~17% faster (measured 13.4 s -> 11.1 s)."""
-READER_SPARK_CONF = {
-    "spark.sql.adaptive.enabled": "false",
-    "spark.sql.shuffle.partitions": "1",
-    "spark.ui.showConsoleProgress": "false",
-}
+READER_SPARK_CONF = {"spark.sql.adaptive.enabled": "false", "spark.sql.shuffle.partitions": "1"}
 """The tests' readers, which poll tables the whole time a try runs (tests/support/faults.py): a count
 without adaptive planning, over one shuffle partition, costs ~30% less CPU (200 ms, not 290)."""
 
@@ -153,6 +149,11 @@ def _dump(target: Path, dist_classpath: str, spark: SparkInstall) -> bool:
     return True
 
 
+def compile_pyspark(spark: SparkInstall) -> None:
+    """Bytecode in the installation's pyspark zips (``tests/support/pyspark_zip.py``), once."""
+    ensure_compiled(spark.python_lib, LOCAL / "pyspark-zip.lock")
+
+
 def ensure_archive(dist_classpath: str, spark: SparkInstall | None = None) -> Path | None:
     """The archive for this JDK, these jars and flags; made once (about 35 s), under a lock so
     that parallel test workers make it only once. None if it cannot be made (JVMs start as usual),
@@ -160,7 +161,7 @@ def ensure_archive(dist_classpath: str, spark: SparkInstall | None = None) -> Pa
     test JVM gets (the Hadoop connectors a cluster's Hadoop would have, e.g. S3A); ``spark``: the
     installation whose JVMs use it (the main environment's pyspark unless said)."""
     spark = spark or SparkInstall.main()
-    ensure_compiled(spark.python_lib, LOCAL / "pyspark-zip.lock")  # before any driver of it runs
+    compile_pyspark(spark)  # before any driver of it runs
     if os.environ.get("CTAS_TEST_CDS") == "0":
         return None
     CONF_DIR.mkdir(parents=True, exist_ok=True)

@@ -11,8 +11,7 @@ import subprocess
 import sys
 from pathlib import Path
 
-from tests.support.jvm import LOCAL, SparkInstall, ensure_archive, with_archive
-from tests.support.pyspark_zip import ensure_compiled
+from tests.support.jvm import SparkInstall, compile_pyspark, ensure_archive, with_archive
 
 CACHE = Path(os.environ.get("CTAS_PYSPARK_CACHE", Path.home() / ".cache" / "airflow-provider-ctas" / "pyspark"))
 
@@ -47,8 +46,11 @@ def on_release(version: str, *, archive: bool = False) -> tuple[dict[str, str], 
     Otherwise they start without one (the main archive serves the main pyspark only)."""
     venv = pyspark_venv(version)
     python = str(venv / "bin" / "python")
-    ensure_compiled(SparkInstall.of_venv(venv).python_lib, LOCAL / "pyspark-zip.lock")
-    made = ensure_archive(os.environ.get("SPARK_DIST_CLASSPATH", ""), SparkInstall.of_venv(venv)) if archive else None
+    spark, made = SparkInstall.of_venv(venv), None
+    if archive:
+        made = ensure_archive(os.environ.get("SPARK_DIST_CLASSPATH", ""), spark)  # compiles pyspark too
+    else:
+        compile_pyspark(spark)
     env = {
         "PATH": f"{venv / 'bin'}{os.pathsep}{os.environ['PATH']}",
         "SPARK_SUBMIT_OPTS": with_archive(os.environ.get("SPARK_SUBMIT_OPTS", ""), made),
