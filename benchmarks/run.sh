@@ -6,6 +6,7 @@
 # With --ab <revision> first, ab_phases.py: one approach's phases, this tree against that revision, alternately.
 # With --compare <before.md> <after.md> first, phases_compared.py: two reports' phases side by side, as a section.
 # With --floor first, replace_floor.py: the least a same-shape replace costs over a plain CTAS, in a fresh driver.
+# With --durable first, durable_retry.py: the retry after a lost worker, recomputed vs adopted (durable=True).
 # Reports go to build/reports/ (benchmarks.md + .png, or formats.md + .png for the iceberg_*/delta_* approaches;
 # profile.md), each with a history marker; --ab and --floor print. bash scripts/publish_reports.sh publishes them
 # into docs/ with their history tables.
@@ -26,6 +27,9 @@ elif [ "${1:-}" = --ab ]; then
 elif [ "${1:-}" = --compare ]; then
   shift
   exec python benchmarks/phases_compared.py "$@"
+elif [ "${1:-}" = --durable ]; then
+  shift
+  exec python benchmarks/durable_retry.py "$@"
 elif [ "${1:-}" = --floor ]; then
   shift
   exec python benchmarks/replace_floor.py "$@"

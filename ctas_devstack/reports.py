@@ -4,7 +4,8 @@ A run writes its report under build/reports/ (ignored by git), never under docs/
 (``reliability.md``, tests/support/reliability.py), the benchmark (``benchmarks.md`` and its plot,
 or ``formats.md`` for a run of the Iceberg/Delta approaches; benchmarks/ctas_benchmark.py) the
 profile (``profile.md``, benchmarks/profile_phases.py) and where a test run's minutes went
-(``test-times.md``, tests/support/test_times.py). Each report carries one history marker, an
+(``test-times.md``, tests/support/test_times.py) and what a durable try saves (``durable.md``,
+benchmarks/durable_retry.py). Each report carries one history marker, an
 HTML comment with its history row's cells (run date, commit, key figures).
 
 Publishing (``bash scripts/publish_reports.sh``, i.e. ``python -m ctas_devstack.reports``) is done on
@@ -90,7 +91,12 @@ TEST_TIMES = Kind(
     "`bash scripts/test.sh` is `not unit and not bench` after the fast gate; its wall time here "
     "excludes setup and the gate.",
 )
-KINDS = (RELIABILITY, BENCHMARKS, FORMATS, PROFILE, TEST_TIMES)
+DURABLE = Kind(
+    "durable",
+    ("run (UTC)", "commit", "rows (rounds)", "retry: recomputed -> adopted (median s, ratio)"),
+    _RUNS_NOTE + "The retry of a replace whose worker was lost after its write, without and with durable=True.",
+)
+KINDS = (RELIABILITY, BENCHMARKS, FORMATS, PROFILE, TEST_TIMES, DURABLE)
 
 
 def stamp(iso: str | None = None) -> str:

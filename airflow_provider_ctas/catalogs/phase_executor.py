@@ -99,6 +99,9 @@ class PhaseExecutor(ABC, Generic[T]):
         """The checks' one-line summary for the published version's properties, when there were checks."""
         return {markers.CHECKS: summary(self.audit_results)} if self.audit_results else {}
 
+    def keep_for_next_try(self, digest: str) -> str:
+        raise InvalidInputError(f"durable=True is not supported for {self.table.format_name} tables yet")
+
     def fault(self, point: str) -> None:
         faults.inject(self.request.faults, point, self.table.try_number, self.log.info)
 

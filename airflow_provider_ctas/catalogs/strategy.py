@@ -40,6 +40,9 @@ class Executor(Protocol):
     def run(self, phase: str, report: PhaseReport) -> None: ...
     def clean_up_this_try(self) -> list[str]: ...
     def spark_jobs(self) -> int | None: ...
+    def keep_for_next_try(self, digest: str) -> str:
+        """Record the prepared staging for the next try (durable tries); returns where."""
+        ...
 
 
 @dataclass(frozen=True)
@@ -96,6 +99,8 @@ class Strategy:
     writes; what the driver reported it used, once it ran, else what the conf says."""
     audits: bool = True
     """Whether ``checks=`` are evaluated on the staged version before the publish."""
+    durable: bool = False
+    """Whether a prepared try's staging can outlive its task and be adopted by the next try."""
     staging_reader: StagingReader | None = None
     """For a strategy whose staging can exist as a bare directory in a session-catalog database."""
     gc_scope: str | None = None

@@ -96,6 +96,8 @@ def _run_each(
         report = PhaseReport(phase, "ok", 0.0)
         started = time.monotonic()
         try:
+            if phase == "commit":
+                _record_for_next_try(executor, request, result, log)
             if link is not None:
                 link.check()
                 if phase == "commit":
@@ -111,8 +113,7 @@ def _run_each(
                 error = CoordinatorLostError(f"{phase} stopped: {link.lost}; nothing was published")
             result.error = error_info(error.code, str(error), phase)
             log.warning(f"{phase}: failed after {report.seconds:.2f}s: {error}")
-            if phase != "abort" and not executor.published:
-                result.cleaned_up = _abort_in_driver(executor, log)
+            result.cleaned_up = _after_failure(phase, result, link, executor, log)
             return
         report.seconds = round(time.monotonic() - started, 3)
         result.phases.append(report)
@@ -120,6 +121,46 @@ def _run_each(
             result.details["prepared_at"] = datetime.now(UTC).isoformat()
         touched = "; ".join(report.touched) or "nothing"
         log.info(f"{phase}: ok in {report.seconds:.2f}s; touched: {touched}")
+
+
+def _after_failure(
+    phase: str, result: PhaseResult, link: CoordinatorLink | None, executor: Executor, log: Reporter
+) -> bool:
+    """Clean up this try's staging in the driver (True when done), unless it was published, this
+    was the abort itself, or it stays for the next try."""
+    if _kept_for_next_try(phase, result, link, executor):
+        log.warning("commit: the task is lost; the prepared staging stays for the next try (durable=True)")
+        return False
+    if phase != "abort" and not executor.published:
+        return _abort_in_driver(executor, log)
+    return False
+
+
+def _record_for_next_try(executor: Executor, request: PhaseRequest, result: PhaseResult, log: Reporter) -> None:
+    """With durable=True, the record that lets the next try adopt this staging. Without it the
+    staging is not adoptable, which is today's behaviour: a failure to write it fails nothing."""
+    if not request.durable:
+        return
+    try:
+        kept = executor.keep_for_next_try(request.durable)
+    except Exception as exc:  # noqa: BLE001 - durability is lost for this try, nothing else
+        log.warning(f"prepare: could not record this staging for the next try ({first_line(exc)}); going on")
+        return
+    result.details["prepared_record"] = kept
+    log.info(f"prepare: recorded at {kept} for the next try, should this task be lost (durable=True)")
+
+
+def _kept_for_next_try(phase: str, result: PhaseResult, link: CoordinatorLink | None, executor: Executor) -> bool:
+    """Durable tries: a driver whose task was lost (not one that decided abort) while it waited
+    for the decision keeps its recorded staging for the next try, which adopts it."""
+    return (
+        phase == "commit"
+        and "prepared_record" in result.details
+        and link is not None
+        and link.lost is not None
+        and not link.aborted
+        and not executor.published
+    )
 
 
 def _abort_in_driver(executor: Executor, log: Reporter) -> bool:

@@ -46,6 +46,26 @@ def rendered_submit_options(value: object) -> dict[str, Any]:
     return validate_submit_options(value)
 
 
+_TRUE, _FALSE = frozenset({"true", "1", "yes", "on"}), frozenset({"false", "0", "no", "off", ""})
+
+
+def durable_flag(value: object, table_format: str, strategy: Strategy) -> bool:
+    """``durable`` as a bool (a template renders to a string); refused where the format cannot
+    keep a prepared try for the next one."""
+    if isinstance(value, str) and not is_templated(value):
+        if value.strip().lower() not in _TRUE | _FALSE:
+            raise InvalidInputError(f"durable must be true or false, got {value!r}")
+        value = value.strip().lower() in _TRUE
+    if not isinstance(value, bool) and not is_templated(value):
+        raise InvalidInputError(f"durable must be true or false, got {value!r}")
+    if value is True and not strategy.durable:
+        raise InvalidInputError(
+            f"durable=True is not supported for {table_format!r} tables yet: it keeps and adopts the staging of "
+            "file-format tables in Spark's session catalog"
+        )
+    return value is True
+
+
 def partition_list(partition_by: Sequence[str] | str | None) -> Sequence[str] | str | None:
     """One column may be given as a string; a template stays a string until it renders."""
     return [partition_by] if isinstance(partition_by, str) and not is_templated(partition_by) else partition_by

@@ -29,6 +29,7 @@ from airflow.providers.common.compat.sdk import conf as conf_
 
 from airflow_provider_ctas.catalogs import create_two_phase_table, strategy_for
 from airflow_provider_ctas.core.checks import PLACEHOLDERS, Check
+from airflow_provider_ctas.core.durable import digest_of
 from airflow_provider_ctas.core.errors import CtasError
 from airflow_provider_ctas.core.transaction import (
     TransactionKey,
@@ -39,6 +40,7 @@ from airflow_provider_ctas.operators.arguments import (
     Callback,
     callbacks,
     check_known_arguments,
+    durable_flag,
     has_templates,
     is_templated,
     partition_list,
@@ -99,6 +101,12 @@ class AtomicCtasOperator(CtasLifecycle, CtasLineageMixin, BaseOperator):
         failed check publishes nothing and fails the task with ``AUDIT_FAILED``.
     :param retry_on_failed_checks: retry the task when a check fails (default: fail at once, since
         the same data fails the same checks again; set it when the data may still be arriving).
+    :param durable: keep a try's work when its worker is lost after the write: a driver whose task
+        is gone while it waits for the decision (its query ran and its checks passed) keeps its
+        staging, and the next try publishes that staging instead of running the query again, if
+        the rendered query, the table's settings, the checks and ``conf`` are unchanged. Only a
+        live try publishes. Staging that no try adopts is removed by the next try or GC, like any
+        staging. File formats of Spark's session catalog; templated (renders to true/false).
     :param conn_id: the apache-spark provider's connection: a ``spark`` connection (spark-submit:
         master, deploy mode, ...) or a ``spark_connect`` connection (the phases run over Spark
         Connect from the task process; no spark-submit, no JVM on the worker).
@@ -125,6 +133,7 @@ class AtomicCtasOperator(CtasLifecycle, CtasLineageMixin, BaseOperator):
         "conf",
         "spark_submit_options",
         "checks",
+        "durable",
     )
     template_ext: Sequence[str] = (".sql", ".hql")
     template_fields_renderers: ClassVar[dict[str, str]] = {"sql": "sql", "table_properties": "json", "conf": "json"}
@@ -144,6 +153,7 @@ class AtomicCtasOperator(CtasLifecycle, CtasLineageMixin, BaseOperator):
         superseded_retention: datetime.timedelta | float = datetime.timedelta(hours=1),
         checks: Sequence[Check | Mapping[str, Any]] | None = None,
         retry_on_failed_checks: bool = False,
+        durable: bool | str = False,
         conn_id: str = "spark_default",
         conf: Mapping[str, Any] | None = None,
         spark_submit_options: Mapping[str, Any] | str | None = None,
@@ -176,6 +186,8 @@ class AtomicCtasOperator(CtasLifecycle, CtasLineageMixin, BaseOperator):
         self.superseded_retention = superseded_retention
         self.checks = list(checks or [])
         self.retry_on_failed_checks = retry_on_failed_checks
+        durable_flag(durable, table_format, strategy)
+        self.durable = durable
         self.conn_id = conn_id
         self.conf = conf
         self.spark_submit_options: Mapping[str, Any] | str = (
@@ -255,8 +267,19 @@ class AtomicCtasOperator(CtasLifecycle, CtasLineageMixin, BaseOperator):
         self._runner = runner
         faults = faults_from_environment()
         checks = [check.to_dict() for check in self._checks]
+        try:
+            durable = durable_flag(self.durable, self.table_format, strategy_for(self.table_format))
+        except CtasError as exc:
+            raise_for_airflow(exc)
+            raise
+        digest = digest_of(self.sql, {"target": str(table.target), **table.spec_to_dict()}, checks, self.conf or {})
         request = PhaseRequest(
-            phases=run_phases_for(checks), table=table.to_dict(), sql=self.sql, faults=faults, checks=checks
+            phases=run_phases_for(checks),
+            table=table.to_dict(),
+            sql=self.sql,
+            faults=faults,
+            checks=checks,
+            durable=digest if durable else None,
         )
         started = time.monotonic()
         name = f"airflow-ctas {table.target} try {table.try_number}"

@@ -43,6 +43,8 @@ class CoordinatorLink:
         self._nonce = ""
         self._commit: Message | None = None
         self.lost: str | None = None
+        self.aborted = False
+        """The task said abort (it is alive and decided), as opposed to the task being lost."""
         self._channel: LineChannel | None = None
         self._closed = False
 
@@ -119,6 +121,7 @@ class CoordinatorLink:
                 return
             heard = time.monotonic()
             if message.kind is Kind.ABORT:
+                self.aborted = True
                 self._lose("the task decided abort")
                 return
             if message.kind is Kind.COMMIT:

@@ -16,7 +16,7 @@ from typing import Any, Literal
 
 from airflow_provider_ctas.core.errors import CorruptStateError
 
-PROTOCOL_VERSION = 3
+PROTOCOL_VERSION = 4
 Phase = Literal["begin", "prepare", "audit", "commit", "abort", "gc"]
 RUN_PHASES: tuple[Phase, ...] = ("begin", "prepare", "commit")
 AUDITED_RUN_PHASES: tuple[Phase, ...] = ("begin", "prepare", "audit", "commit")
@@ -60,6 +60,9 @@ class PhaseRequest:
     """Where the driver asks the task for the commit decision (``runners/coordinator.py``); with commit only."""
     checks: list[dict[str, Any]] = field(default_factory=list)
     """Audit checks (``core.checks``, dict form), evaluated by the audit phase; only with it."""
+    durable: str | None = None
+    """With ``durable=True``: the digest of what this try computes (``core.durable``); a prepared
+    staging is then kept for the next try when the task is lost, and adopted from an earlier try."""
 
     def to_json(self) -> str:
         return json.dumps({"protocol": PROTOCOL_VERSION, **asdict(self), "phases": list(self.phases)})
@@ -73,6 +76,7 @@ class PhaseRequest:
         if not isinstance(data, dict) or data.get("protocol") != PROTOCOL_VERSION:
             raise CorruptStateError(f"request protocol must be {PROTOCOL_VERSION}")
         expected = {"protocol", "phases", "table", "sql", "result_path", "faults", "gc", "coordinator", "checks"}
+        expected.add("durable")
         if set(data) != expected:
             raise CorruptStateError(f"request fields {sorted(data)} != {sorted(expected)}")
         phases = tuple(data["phases"]) if isinstance(data["phases"], list) else ()
@@ -97,7 +101,14 @@ class PhaseRequest:
             gc=data["gc"],
             coordinator=data["coordinator"],
             checks=data["checks"],
+            durable=_durable(data["durable"], phases),
         )
+
+
+def _durable(value: object, phases: tuple[str, ...]) -> str | None:
+    if value is not None and (not isinstance(value, str) or len(value) != 64 or "commit" not in phases):
+        raise CorruptStateError("durable is a digest, and goes with the commit phase only")
+    return value
 
 
 @dataclass

@@ -180,6 +180,38 @@ def test_a_cluster_mode_driver_whose_task_died_never_publishes_and_gives_its_con
     assert left == [], "the orphan dropped its staging"
 
 
+def test_a_durable_try_whose_task_died_in_cluster_mode_is_published_by_the_next_without_its_query(
+    stack, spark, database, yarn, on_yarn, tmp_path
+):
+    """durable=True: the task process is SIGKILLed while its driver waits in a YARN container; the
+    driver keeps its staging and ends, and try 2 (in cluster mode too) publishes it without a query.
+    The source grows in between: a query run again would publish more rows."""
+    dag_id, target, source = "yarn_durable", f"{database}.yarn_durable", f"{database}.yarn_durable_source"
+    spark.sql(f"CREATE TABLE {source} USING parquet AS SELECT id FROM range(100)")
+    make_dag(dag_id, target_table=target, conn_id="spark_yarn", conf=on_yarn, sql=f"SELECT id FROM {source}",
+             durable=True, retries=1)  # fmt: skip
+    progress = tmp_path / "progress"
+    faults = {"progress_file": str(progress), "before_decision": {"sleep": 300, "only_try": 1}}
+    trial = Trial(DAGS_FOLDER / f"{dag_id}.py", dag_id, "yarn_run", tmp_path / "try1.log", faults).start()
+    wait_for_line(progress, "before_decision try=1", timeout=300)
+    app_id = _application(yarn, f"spark_catalog.{target}", 1)["id"]
+    os.kill(trial.pid, signal.SIGKILL)
+    app = wait_until("the orphaned driver's application ends", lambda: _ended(yarn, app_id), timeout=120)
+    assert app["finalStatus"] != "SUCCEEDED" and not table_exists(spark, target), app
+    kept = leftovers(spark, database)
+    assert len(kept) == 1 and "_s1" in kept[0], f"the driver did not keep exactly its staging: {kept}"
+    spark.sql(f"INSERT INTO {source} SELECT id FROM range(100, 150)")
+
+    second = Trial(DAGS_FOLDER / f"{dag_id}.py", dag_id, "yarn_run", tmp_path / "try2.log").start()
+    assert second.wait() == "success", (tmp_path / "try2.log").read_text(errors="replace")[-3000:]
+    txn = xcom_value(dag_id, "yarn_run", "ctas_transaction")
+    assert txn["details"]["adopted_from_try"] == 1, txn["details"]
+    assert any("the query did not run" in p["note"] for p in txn["details"]["phases"]), txn["details"]["phases"]
+    assert _application(yarn, f"spark_catalog.{target}", 2)["finalStatus"] == "SUCCEEDED"
+    assert count(spark, target) == 100, "try 2 published what try 1 wrote, not a new run of the query"
+    assert leftovers(spark, database) == []
+
+
 def test_on_kill_kills_the_yarn_application_and_its_abort_removes_the_staging(
     stack, spark, database, yarn, on_yarn, tmp_path
 ):

@@ -16,10 +16,19 @@ def is_staging_of(properties: Mapping[str, str], txn_id: str, try_number: int) -
     return markers.owned_by(properties, txn_id) and markers.marker_try(properties) == try_number
 
 
+def holds_staging(properties: Mapping[str, str], txn_id: str, name_try: int, up_to: int) -> bool:
+    """The staging table named for try ``name_try`` is held by a try <= ``up_to`` of ``txn_id``:
+    the try that created it, or a later one that adopted it (``core.durable``)."""
+    holder = markers.marker_try(properties)
+    return markers.owned_by(properties, txn_id) and holder is not None and name_try <= holder <= up_to
+
+
 def is_staging_named(properties: Mapping[str, str], name: markers.ReservedName) -> bool:
-    """A table under a reserved staging name carries the markers that name promises."""
+    """A table under a reserved staging name carries the markers that name promises: of the try
+    in the name, or of a later try that adopted it."""
     txn_id = properties.get(markers.TXN_ID, "")
-    return markers.txn_tag(txn_id) == name.tag and markers.marker_try(properties) == name.try_number
+    holder = markers.marker_try(properties)
+    return markers.txn_tag(txn_id) == name.tag and holder is not None and holder >= name.try_number
 
 
 def moved_aside_by(properties: Mapping[str, str]) -> tuple[str, str] | None:

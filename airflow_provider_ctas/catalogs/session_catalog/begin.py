@@ -11,7 +11,7 @@ from airflow_provider_ctas.catalogs.analysis import analyse_query, describe_sche
 from airflow_provider_ctas.catalogs.metastore import ownership
 from airflow_provider_ctas.catalogs.metastore.catalog import TableInfo, now_iso
 from airflow_provider_ctas.catalogs.provenance import new_table_properties
-from airflow_provider_ctas.catalogs.session_catalog import recovery
+from airflow_provider_ctas.catalogs.session_catalog import adoption, recovery
 from airflow_provider_ctas.catalogs.session_catalog.context import RunContext
 from airflow_provider_ctas.catalogs.session_catalog.plan import (
     Plan,
@@ -51,13 +51,20 @@ def begin(ctx: RunContext, report: PhaseReport) -> Plan:
     # publishes or aborts: recovery.finish_cleanup). A first try has no earlier tries, and its
     # driver is never relaunched (cluster deploy mode is refused), so it skips the scan; were its
     # staging there after all, creating it fails and the next try cleans up.
+    # With durable=True, an earlier try's prepared staging is set aside from that clean-up, to be
+    # adopted once this try's plan says it can publish it as it is.
+    candidate = None
     if ctx.table.try_number > 1:
-        report.touched += recovery.clean_tries(ctx, up_to=ctx.table.try_number, delete_dirs=False)
+        candidate = adoption.find(ctx, ctx.request.durable) if ctx.request.durable else None
+        keep = candidate.location if candidate else None
+        report.touched += recovery.clean_tries(ctx, up_to=ctx.table.try_number, delete_dirs=False, keep=keep)
     info, taken = ctx.catalog.table_info(target), False
     if info is None:
         info, taken = _require_free_location(ctx)
     if info is not None and (skip := _decide_on_existing_target(ctx, info)) is not None:
         report.note = f"outcome {skip}; no staging created"
+        if candidate is not None:
+            report.touched += recovery.clean_tries(ctx, up_to=ctx.table.try_number, delete_dirs=False)
         return Plan(skip=skip)
     schema = _analyse(ctx)
     columns = tuple((f.name, f.dataType.simpleString()) for f in schema.fields)
@@ -85,6 +92,13 @@ def begin(ctx: RunContext, report: PhaseReport) -> Plan:
         )
     ctx.details["publish_mechanism"] = mechanism.value
     plan = Plan(mechanism, columns, object_store=object_store, default_location_taken=taken)
+    if candidate is not None:
+        if adoption.fits(ctx, candidate, plan) and (adopted := adoption.adopt(ctx, candidate, schema)):
+            report.touched.append(adopted)
+            ctx.progress.reached = Reached.BEGUN
+            ctx.fault("after_begin")
+            return replace(plan, staging_location=candidate.location)
+        report.touched += recovery.clean_tries(ctx, up_to=ctx.table.try_number, delete_dirs=False)
     location, touched = _create_staging(ctx, plan, schema)
     report.touched.append(touched)
     ctx.progress.reached = Reached.BEGUN

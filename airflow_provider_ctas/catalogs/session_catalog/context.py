@@ -11,6 +11,8 @@ from airflow_provider_ctas.catalogs.metastore.catalog import CatalogClient, Tabl
 from airflow_provider_ctas.catalogs.progress import Progress
 from airflow_provider_ctas.catalogs.session_catalog.table import SessionCatalogTable
 from airflow_provider_ctas.core import faults, markers
+from airflow_provider_ctas.core.durable import Candidate
+from airflow_provider_ctas.core.identifiers import TableRef
 from airflow_provider_ctas.spark.errors import first_line
 from airflow_provider_ctas.spark.protocol import PhaseRequest
 
@@ -39,6 +41,16 @@ class RunContext:
     its marker fences."""
     staged_partitions: dict[tuple[str, ...], str] | None = None
     """The partitions prepare wrote into a staging directory, with their directories."""
+    adopted: Candidate | None = None
+    """The prepared staging of an earlier try that this try took over (``durable=True``)."""
+
+    @property
+    def staging_table(self) -> TableRef:
+        """This try's staging table: the one it created, or the one it adopted (which keeps the
+        name of the try that prepared it; its markers name this try)."""
+        if self.adopted is not None and self.adopted.record.registered:
+            return self.table.staging_table(self.adopted.name_try)
+        return self.table.staging_table()
 
     def fault(self, point: str) -> None:
         faults.inject(self.request.faults, point, self.table.try_number, self.log.info)

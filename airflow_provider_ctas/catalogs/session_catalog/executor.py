@@ -22,7 +22,7 @@ from typing import TYPE_CHECKING, Any
 from airflow_provider_ctas.catalogs.audit import Auditor, AuditTarget, raise_if_failed, results_to_details, run_audit
 from airflow_provider_ctas.catalogs.metastore.catalog import CatalogClient, now_iso
 from airflow_provider_ctas.catalogs.query import as_subquery
-from airflow_provider_ctas.catalogs.session_catalog import recovery
+from airflow_provider_ctas.catalogs.session_catalog import adoption, recovery
 from airflow_provider_ctas.catalogs.session_catalog.begin import begin
 from airflow_provider_ctas.catalogs.session_catalog.context import RunContext
 from airflow_provider_ctas.catalogs.session_catalog.plan import Plan, Publish, partition_directories
@@ -125,7 +125,14 @@ class SessionCatalogExecutor:
         ctx = self.ctx
         if ctx.request.sql is None:
             raise InvalidInputError("no SQL was sent for this transaction")
-        staging = ctx.table.staging_table()
+        if ctx.adopted is not None:
+            record = ctx.adopted.record
+            ctx.details["row_count"] = record.row_count
+            report.note = f"adopted the staging of try {record.prepared_by_try}; the query did not run"
+            report.touched.append(f"{ctx.staging_directory or ctx.staging_table} ({record.row_count} rows, adopted)")
+            ctx.progress.reached = Reached.PREPARED
+            return
+        staging = ctx.staging_table
         with ctx.catalog.engine.progress(f"prepare {ctx.table.target}", ctx.log):
             if plan.registered_staging:
                 result = ctx.spark.sql(f"INSERT INTO {staging.quoted} BY NAME {as_subquery(ctx.request.sql)}")
@@ -170,7 +177,7 @@ class SessionCatalogExecutor:
         """The name the staged version is read by: the staging table, or a temporary view over the
         staging directory, defined now so that it lists the files written so far."""
         ctx = self.ctx
-        staging = ctx.table.staging_table()
+        staging = ctx.staging_table
         if ctx.staging_directory is None:
             return staging.quoted
         reader = ctx.spark.read.format(ctx.table.table_format)
@@ -188,11 +195,16 @@ class SessionCatalogExecutor:
 
     def audit(self, plan: Plan, report: PhaseReport) -> None:
         ctx = self.ctx
+        if ctx.adopted is not None:  # the same checks (the digest says so) passed on this very staging
+            record = ctx.adopted.record
+            ctx.details["checks"] = list(record.checks)
+            report.note = f"checks passed in try {record.prepared_by_try}: {record.checks_summary}"
+            return
         results = run_audit(self._auditor(plan), ctx.catalog.engine, ctx.log, str(ctx.table.target))
         self.audit_results = results
         ctx.details["checks"] = results_to_details(results)
         report.touched.append(
-            f"{ctx.staging_directory or ctx.table.staging_table()} "
+            f"{ctx.staging_directory or ctx.staging_table} "
             f"({sum(r.passed for r in results)}/{len(results)} checks passed)"
         )
         ctx.fault("after_audit")
@@ -205,8 +217,8 @@ class SessionCatalogExecutor:
         provenance = {markers.PUBLISHED_AT: now_iso()}
         if "row_count" in ctx.details:
             provenance[markers.ROW_COUNT] = str(ctx.details["row_count"])
-        if self.audit_results:
-            provenance[markers.CHECKS] = summary(self.audit_results)
+        if checks_summary := self._checks_summary():
+            provenance[markers.CHECKS] = checks_summary
         # A rename needs nothing of the target: it fails if the target appeared since begin.
         target_info = None if plan.mechanism is Publish.RENAME else ctx.catalog.table_info(ctx.table.target)
         publication = Publication(plan, target_info, staging, provenance, report, ctx.staged_partitions)
@@ -219,13 +231,25 @@ class SessionCatalogExecutor:
             ctx.progress.reached = Reached.COMMITTED
             ctx.fault("after_publish")
             ctx.after_publish("marker update", lambda: self._record_publish(plan, provenance[markers.PUBLISHED_AT]))
+            if ctx.request.durable:
+                record = adoption.record_path(self._published_location(plan))
+                ctx.after_publish("remove the prepared record", lambda: ctx.catalog.fs.delete(record))
             report.touched += recovery.finish_cleanup(ctx)
+
+    def _checks_summary(self) -> str:
+        if self.ctx.adopted is not None:
+            return self.ctx.adopted.record.checks_summary
+        return summary(self.audit_results) if self.audit_results else ""
+
+    def keep_for_next_try(self, digest: str) -> str:
+        """Durable tries: the record that lets the next try adopt this staging if this task is lost."""
+        return adoption.keep_for_next_try(self.ctx, self._planned(), digest, self._checks_summary())
 
     def _into_created_target(self, plan: Plan, provenance: dict[str, str], report: PhaseReport) -> Plan:
         """Another task instance created the target while this try staged its partitions (a
         backfill's first dates race): they are switched into that table, as for any existing
         target, without a retry and without writing them again."""
-        ctx, staging = self.ctx, self.ctx.table.staging_table()
+        ctx, staging = self.ctx, self.ctx.staging_table
         staged = ctx.catalog.partitions(staging, list(ctx.table.partition_by))
         external = plan.external_staging
         plan = replace(plan, mechanism=Publish.PARTITIONS)

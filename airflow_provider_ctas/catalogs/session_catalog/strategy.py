@@ -66,4 +66,5 @@ STRATEGY = Strategy(
     driver=_driver,
     lineage_namespace=metastore_namespace,
     gc_scope="session",
+    durable=True,
 )

@@ -15,7 +15,7 @@ from airflow_provider_ctas.core.identifiers import TableRef
 
 def require_own_staging(ctx: RunContext) -> TableRef:
     """This try's staging, still carrying this try's markers (one catalog call or one file read)."""
-    staging = ctx.table.staging_table()
+    staging = ctx.staging_table
     if not still_own_staging(ctx):
         raise FencedError(
             f"the staging of try {ctx.table.try_number} ({ctx.staging_directory or staging}) is gone or "
@@ -35,7 +35,7 @@ def still_own_staging(ctx: RunContext) -> bool:
             and marker.try_number == ctx.table.try_number
             and marker.revoked_by is None
         )
-    properties = ctx.catalog.properties(ctx.table.staging_table())
+    properties = ctx.catalog.properties(ctx.staging_table)
     return properties is not None and ownership.is_staging_of(properties, ctx.table.txn_id, ctx.table.try_number)
 
 

@@ -72,7 +72,7 @@ class TargetCreatedMeanwhile(Exception):
 
 def lost_race(ctx: RunContext, report: PhaseReport) -> None:
     """The target appeared between begin and publish: somebody else won."""
-    target, staging = ctx.table.target, ctx.table.staging_table()
+    target, staging = ctx.table.target, ctx.staging_table
     info = ctx.catalog.table_info(target)
     published_try = ctx.published_try(info) if info is not None else None
     if ctx.table.mode is Mode.OVERWRITE_PARTITIONS and info is not None and published_try is None:

@@ -1,0 +1,120 @@
+"""Durable tries, the pure parts: when a prepared staging may be adopted, what the record carries,
+where the operator and the wire refuse the option, and when a driver keeps its staging."""
+
+from __future__ import annotations
+
+import json
+from dataclasses import dataclass, replace
+from typing import Any
+
+import pytest
+
+from airflow_provider_ctas.core.durable import Candidate, PreparedRecord, adoptable, digest_of, mismatch
+from airflow_provider_ctas.core.errors import CorruptStateError, InvalidInputError
+from airflow_provider_ctas.driver.phases import _kept_for_next_try
+from airflow_provider_ctas.operators import AtomicCtasOperator
+from airflow_provider_ctas.spark.protocol import ABORT_PHASES, RUN_PHASES, PhaseRequest, PhaseResult
+
+pytestmark = pytest.mark.unit
+
+SPEC = {"target": "db.t", "mode": "replace", "table_format": "parquet", "partition_by": []}
+DIGEST = digest_of("SELECT 1 AS id", SPEC, [], {})
+RECORD = PreparedRecord(
+    txn_id="a" * 32,
+    digest=DIGEST,
+    prepared_by_try=1,
+    held_by_try=1,
+    row_count=10,
+    mechanism="flip",
+    columns=(("id", "int"),),
+    registered=False,
+    prepared_at="2026-11-28T00:00:00+00:00",
+)
+
+
+def test_the_digest_changes_with_the_query_the_settings_the_checks_and_the_conf_only():
+    assert digest_of(" SELECT 1 AS id ", SPEC, [], {}) == DIGEST  # surrounding blanks do not change a query
+    others = {
+        digest_of("SELECT 2 AS id", SPEC, [], {}),
+        digest_of("SELECT 1 AS id", {**SPEC, "partition_by": ["id"]}, [], {}),
+        digest_of("SELECT 1 AS id", SPEC, [{"kind": "row_count", "min": 1}], {}),
+        digest_of("SELECT 1 AS id", SPEC, [], {"spark.sql.ansi.enabled": "false"}),
+    }
+    assert DIGEST not in others and len(others) == 4
+
+
+def test_the_record_round_trips_and_anything_garbled_reads_as_none():
+    held = RECORD.held_by(3)
+    assert PreparedRecord.parse(held.to_json()) == held and held.prepared_by_try == 1
+    data = json.loads(RECORD.to_json())
+    for change in ({"row_count": "10"}, {"registered": 1}, {"columns": [["id"]]}, {"checks": ["x"]}, {"digest": None}):
+        assert PreparedRecord.parse(json.dumps({**data, **change})) is None
+    assert PreparedRecord.parse("not json") is None and PreparedRecord.parse(None) is None
+
+
+def _candidate(name_try: int, **changes: object) -> Candidate:
+    return Candidate(f"/w/__ctas_x_s{name_try}", name_try, replace(RECORD, **changes))  # type: ignore[arg-type]
+
+
+def test_only_an_earlier_try_of_the_same_transaction_and_digest_is_adopted_the_latest_holder_first():
+    earlier = _candidate(1)
+    re_held = _candidate(1, held_by_try=2)
+    assert adoptable([earlier], RECORD.txn_id, 2, DIGEST) == earlier
+    assert adoptable([earlier, re_held], RECORD.txn_id, 3, DIGEST) == re_held
+    assert adoptable([re_held], RECORD.txn_id, 2, DIGEST) is None  # held by this very try already
+    assert adoptable([earlier], "b" * 32, 2, DIGEST) is None
+    assert adoptable([earlier], RECORD.txn_id, 2, "0" * 64) is None
+    assert adoptable([_candidate(2)], RECORD.txn_id, 3, DIGEST) is None  # the name is not the writer's
+
+
+def test_a_staging_for_another_publish_does_not_fit():
+    assert mismatch(RECORD, mechanism="flip", columns=[("id", "int")], registered=False) == ""
+    assert "rename" in mismatch(RECORD, mechanism="rename", columns=[("id", "int")], registered=True)
+    assert "columns" in mismatch(RECORD, mechanism="flip", columns=[("id", "bigint")], registered=False)
+    assert "kind" in mismatch(RECORD, mechanism="flip", columns=[("id", "int")], registered=True)
+
+
+def test_the_operator_takes_durable_for_session_catalog_formats_and_refuses_it_elsewhere():
+    make: dict[str, Any] = {"task_id": "t", "sql": "SELECT 1", "target_table": "db.t"}
+    assert AtomicCtasOperator(**make, durable=True).durable is True
+    assert "durable" in AtomicCtasOperator.template_fields
+    assert AtomicCtasOperator(**make, durable="{{ params.durable }}").durable == "{{ params.durable }}"
+    with pytest.raises(InvalidInputError, match="not supported for 'delta'"):
+        AtomicCtasOperator(**make, table_format="delta", durable=True)
+    with pytest.raises(InvalidInputError, match="not supported for 'iceberg'"):
+        AtomicCtasOperator(**{**make, "target_table": "c.db.t"}, table_format="iceberg", durable="true")
+    with pytest.raises(InvalidInputError, match="true or false"):
+        AtomicCtasOperator(**make, durable="sometimes")
+
+
+def test_the_wire_carries_a_digest_with_the_commit_phase_only():
+    request = PhaseRequest(phases=RUN_PHASES, table={}, sql="SELECT 1", durable=DIGEST)
+    assert PhaseRequest.from_json(request.to_json()) == request
+    data = json.loads(request.to_json())
+    for change in ({"durable": "short"}, {"durable": True}, {"phases": list(ABORT_PHASES)}):
+        with pytest.raises(CorruptStateError):
+            PhaseRequest.from_json(json.dumps({**data, **change}))
+
+
+@dataclass
+class _Link:
+    lost: str | None
+    aborted: bool = False
+
+
+@dataclass
+class _Executor:
+    published: bool = False
+
+
+def test_a_driver_keeps_its_staging_only_when_its_task_is_lost_at_the_decision_after_recording_it():
+    recorded = PhaseResult(details={"prepared_record": "/w/__ctas_x_s1"})
+    unrecorded = PhaseResult()  # durable off, or the record could not be written
+    lost = _Link("the task process is gone")
+    assert _kept_for_next_try("commit", recorded, lost, _Executor())  # type: ignore[arg-type]
+    assert not _kept_for_next_try("commit", unrecorded, lost, _Executor())  # type: ignore[arg-type]
+    assert not _kept_for_next_try("prepare", recorded, lost, _Executor())  # type: ignore[arg-type]
+    assert not _kept_for_next_try("commit", recorded, _Link("the task decided abort", aborted=True), _Executor())  # type: ignore[arg-type]
+    assert not _kept_for_next_try("commit", recorded, _Link(None), _Executor())  # type: ignore[arg-type]
+    assert not _kept_for_next_try("commit", recorded, lost, _Executor(published=True))  # type: ignore[arg-type]
+    assert not _kept_for_next_try("commit", recorded, None, _Executor())  # type: ignore[arg-type]
