@@ -4,9 +4,9 @@ A run writes its report under build/reports/ (ignored by git), never under docs/
 (``reliability.md``, tests/support/reliability.py), the benchmark (``benchmarks.md`` and its plot,
 or ``formats.md`` for a run of the Iceberg/Delta approaches; benchmarks/ctas_benchmark.py) the
 profile (``profile.md``, benchmarks/profile_phases.py) and where a test run's minutes went
-(``test-times.md``, tests/support/test_times.py) and what a durable try saves (``durable.md``,
-benchmarks/durable_retry.py). Each report carries one history marker, an
-HTML comment with its history row's cells (run date, commit, key figures).
+(``test-times.md``, tests/support/test_times.py), what a durable try saves (``durable.md``,
+benchmarks/durable_retry.py) and the chaos soak (``soak.md``, tests/soak/test_soak.py). Each report
+carries one history marker, an HTML comment with its history row's cells (run date, commit, key figures).
 
 Publishing (``bash scripts/publish_reports.sh``, i.e. ``python -m ctas_devstack.reports``) is done on
 purpose: for every report that exists under build/reports/, docs/<name>.md := the report's body
@@ -96,7 +96,12 @@ DURABLE = Kind(
     ("run (UTC)", "commit", "rows (rounds)", "retry: recomputed -> adopted (median s, ratio)"),
     _RUNS_NOTE + "The retry of a replace whose worker was lost after its write, without and with durable=True.",
 )
-KINDS = (RELIABILITY, BENCHMARKS, FORMATS, PROFILE, TEST_TIMES, DURABLE)
+SOAK = Kind(
+    "soak",
+    ("run (UTC)", "commit", "runs", "broke an invariant", "published by a failed try after its commit decision"),
+    "Published runs of the chaos soak (tests/soak/test_soak.py): the commit a run tested.",
+)
+KINDS = (RELIABILITY, BENCHMARKS, FORMATS, PROFILE, TEST_TIMES, DURABLE, SOAK)
 
 
 def stamp(iso: str | None = None) -> str:

@@ -64,6 +64,7 @@ def pytest_collection_modifyitems(config, items):
 
 _DURATIONS: list[tuple[float, str, str]] = []
 LANES = (
+    "soak",
     "faults",
     "sequences",
     "formats",
@@ -144,6 +145,7 @@ def pytest_sessionfinish(session, exitstatus):
     if hasattr(session.config, "workerinput"):
         return
     from tests.support.reliability import BUILD_REPORTS, write_report
+    from tests.support.soak_report import write_report as write_soak_report
 
     BUILD_REPORTS.mkdir(parents=True, exist_ok=True)
     lanes = re.sub(r"\W+", "-", session.config.option.markexpr or "").strip("-") or "all"
@@ -161,6 +163,7 @@ def pytest_sessionfinish(session, exitstatus):
         )
     )
     write_report(Path(os.environ["CTAS_TEST_SHARED"]))
+    write_soak_report(Path(os.environ["CTAS_TEST_SHARED"]))
     test_times.write_report(
         selection=_selection(session.config),
         wall=time.monotonic() - _STARTED[0],

@@ -1,0 +1,35 @@
+#!/usr/bin/env bash
+# The chaos soak (tests/soak/test_soak.py): DAG runs of an atomic task whose tries fail as a seed
+# draws them, every invariant checked, results in build/reports/soak.md.
+#   bash scripts/soak.sh --runs 300 [--seed 42]   N runs (the seed defaults to a random one, printed)
+#   bash scripts/soak.sh --replay 1234567         the one run a failure named
+# Further arguments go to pytest (e.g. -n 1). bash scripts/publish_reports.sh publishes the report.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+runs=20
+seed=""
+replay=""
+while [ "$#" -gt 0 ]; do
+  case "$1" in
+    --runs) runs="$2"; shift 2 ;;
+    --seed) seed="$2"; shift 2 ;;
+    --replay) replay="$2"; shift 2 ;;
+    *) break ;;
+  esac
+done
+[[ "$runs" =~ ^[0-9]+$ ]] || { echo "soak.sh: --runs takes a number, not '$runs'" >&2; exit 2; }
+[ -z "$seed" ] && seed=$(( (RANDOM << 15) | RANDOM ))
+[[ "$seed" =~ ^[0-9]+$ ]] || { echo "soak.sh: --seed takes a number, not '$seed'" >&2; exit 2; }
+[ -z "$replay" ] || [[ "$replay" =~ ^[0-9]+$ ]] || { echo "soak.sh: --replay takes a run's seed" >&2; exit 2; }
+bash scripts/setup.sh
+export PATH="$PWD/.venv/bin:$PATH"
+mkdir -p build/reports .ctas-local
+python -m tests.support.jvm > .ctas-local/cds.log 2>&1 || true
+if [ -n "$replay" ]; then
+  echo "soak.sh: replaying run $replay"
+  export CTAS_SOAK_REPLAY="$replay"
+else
+  echo "soak.sh: $runs runs from seed $seed (replay all of them: bash scripts/soak.sh --runs $runs --seed $seed)"
+  export CTAS_SOAK_RUNS="$runs" CTAS_SOAK_SEED="$seed"
+fi
+exec pytest tests/soak -m soak -p no:randomly "$@"

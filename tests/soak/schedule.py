@@ -1,0 +1,85 @@
+"""The chaos soak's fault schedules, drawn from a seed (pure logic: no Spark, no Airflow).
+
+A soak of N runs draws one seed per run from its own seed; a run's seed alone decides everything
+about the run (its mode, durability, which tries fail and how), so ``scripts/soak.sh --replay SEED``
+runs exactly that run again.
+"""
+
+from __future__ import annotations
+
+import random
+from dataclasses import dataclass
+
+MODES = ("create", "replace", "swap", "overwrite_partitions")
+
+# Where a fault can land: the driver's injection points (airflow_provider_ctas/core/faults.py, each
+# reached in every run of its mode), the task's point while its driver waits for the decision, and
+# the middle of the write.
+DRIVER_POINTS = ("after_begin", "after_prepare", "before_publish", "after_publish")
+MODE_POINTS = {"swap": ("publish_after_move_aside",)}
+TASK_POINT = "before_decision"
+MID_WRITE = "mid-write"
+
+KINDS = ("kill-task", "term-task", "kill-driver", "raise", "query-fails", "metastore-restart")
+"""kill-task: SIGKILL the try's whole process group (task and supervisor: the worker lost);
+term-task: SIGTERM it (on_kill, as a timeout or a 'mark failed' sends); kill-driver: SIGKILL its
+Spark driver; raise: an exception inside the driver at the point; query-fails: the query itself
+fails at run time; metastore-restart: the metastore service stopped at the point, started 3 s later."""
+
+AFTER_COMMIT_POINTS = frozenset({"after_publish"})
+"""Points past the publish: a try that dies there has published (README's after-commit window)."""
+
+
+@dataclass(frozen=True)
+class Fault:
+    kind: str
+    point: str
+
+    def __str__(self) -> str:
+        return f"{self.kind}@{self.point}" if self.point else self.kind
+
+
+@dataclass(frozen=True)
+class Schedule:
+    seed: int
+    mode: str
+    durable: bool
+    faults: tuple[Fault, ...]
+    """One per faulted try, in order; the try after the last one runs without a fault."""
+
+    @property
+    def slow(self) -> bool:
+        """A fault lands mid-write: every try's query is slow enough to be interrupted (the same
+        query text in every try, so that a durable try stays adoptable)."""
+        return any(f.point == MID_WRITE for f in self.faults)
+
+    def __str__(self) -> str:
+        faults = ", ".join(f"try {i}: {f}" for i, f in enumerate(self.faults, 1)) or "none"
+        return f"seed {self.seed}: {self.mode}{' durable' if self.durable else ''}; {faults}"
+
+
+def run_seeds(seed: int, runs: int) -> list[int]:
+    rng = random.Random(seed)
+    return [rng.randrange(1, 2**31) for _ in range(runs)]
+
+
+def _fault(rng: random.Random, mode: str) -> Fault:
+    kind = rng.choice(KINDS)
+    driver_points = DRIVER_POINTS + MODE_POINTS.get(mode, ())
+    if kind == "query-fails":
+        return Fault(kind, "")
+    if kind == "raise":
+        return Fault(kind, rng.choice(driver_points))
+    if kind == "metastore-restart":
+        return Fault(kind, rng.choice(("after_prepare", "before_publish")))
+    if kind == "kill-driver":
+        return Fault(kind, rng.choice((*driver_points, MID_WRITE)))
+    return Fault(kind, rng.choice((*driver_points, TASK_POINT, MID_WRITE)))
+
+
+def schedule_for(seed: int) -> Schedule:
+    rng = random.Random(seed)
+    mode = rng.choice(MODES)
+    durable = rng.random() < 0.5
+    faulted = rng.choices((0, 1, 2), weights=(1, 6, 3))[0]
+    return Schedule(seed, mode, durable, tuple(_fault(rng, mode) for _ in range(faulted)))

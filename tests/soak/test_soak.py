@@ -1,0 +1,243 @@
+"""The chaos soak: DAG runs of an atomic task with faults drawn from a seed, every invariant checked.
+
+Each run (``tests/soak/schedule.py`` draws it from its seed) makes one task instance on the realistic
+stack (the metastore service, real spark-submit drivers, Airflow tries as separate processes): a
+target per mode, then one try per scheduled fault (killed, terminated, its driver killed, an
+exception in the driver, a failing query, the metastore restarted), then a try without one. A
+reader polls the target all along. Checked:
+
+- the reader only ever saw what README promises for the mode (the old version or the new one, or no
+  table before a create; a swap's window);
+- a try that failed left no new version published, unless the fault landed after the task had
+  decided commit (README's after-commit window), which is counted on its own;
+- a failed try that reported its failure carries one of the provider's error codes;
+- the last try succeeds, the table holds exactly the new version, and nothing of the provider's is
+  left in the database.
+
+A run that breaks one prints its seed and schedule; ``bash scripts/soak.sh --replay SEED`` runs
+it again. The default test run includes a small sample (``CTAS_SOAK_RUNS``, seed
+``CTAS_SOAK_SEED``); ``bash scripts/soak.sh --runs N`` is the soak. Results:
+build/reports/soak.md.
+"""
+
+from __future__ import annotations
+
+import os
+import random
+import signal
+import time
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from airflow_provider_ctas.core import errors
+from airflow_provider_ctas.core.transaction import TransactionKey
+from tests.soak.schedule import AFTER_COMMIT_POINTS, MID_WRITE, Fault, Schedule, run_seeds, schedule_for
+from tests.support.catalog import database_dir, fresh, leftovers
+from tests.support.dags import DAGS_FOLDER, make_dag, xcom_value
+from tests.support.faults import Reader, Trial, check_observations, summarize, wait_for_drivers_to_exit
+from tests.support.phases import executor_for, run_all
+from tests.support.processes import kill_spark_driver
+from tests.support.soak_report import record_run
+from tests.support.waiting import wait_until
+
+pytestmark = [pytest.mark.integration, pytest.mark.slow, pytest.mark.soak]
+
+OLD_ROWS, NEW_ROWS = 300, 400
+SEED_SQL = "SELECT id, 'v1' AS version, CAST(NULL AS STRING) AS pause, CAST(id % 4 AS STRING) AS p FROM range({rows})"
+# Slow (milliseconds per row) in every try when a fault lands mid-write: one query text for every try.
+NEW_SQL = (
+    "SELECT id, 'v2' AS version, reflect('java.lang.Thread', 'sleep', CAST({slow_ms} AS BIGINT)) AS pause, "
+    "CAST(id % 4 AS STRING) AS p FROM range(0, 400, 1, 4){failing}"
+)
+CODES = {cls.code for cls in vars(errors).values() if isinstance(cls, type) and issubclass(cls, errors.CtasError)}
+PUBLISH_POINTS = frozenset({"before_publish", "publish_after_move_aside", "publish_between_partitions"})
+PAUSE_SECONDS = 15
+"""How long a driver or task waits at the point where a kill lands (the kill comes within a second)."""
+
+
+def pytest_generate_tests(metafunc: pytest.Metafunc) -> None:
+    if "run_seed" in metafunc.fixturenames:
+        replay = os.environ.get("CTAS_SOAK_REPLAY")
+        seeds = [int(replay)] if replay else run_seeds(
+            int(os.environ.get("CTAS_SOAK_SEED", "20261128")), int(os.environ.get("CTAS_SOAK_RUNS", "2"))
+        )  # fmt: skip
+        metafunc.parametrize("run_seed", seeds, ids=[str(seed) for seed in seeds])
+
+
+def after_commit(fault: Fault) -> bool:
+    """The fault lands after the task decided commit, so the try may have published although it failed."""
+    if fault.kind == "raise":
+        return fault.point in AFTER_COMMIT_POINTS
+    return fault.point in AFTER_COMMIT_POINTS | PUBLISH_POINTS
+
+
+def _sql(schedule: Schedule) -> str:
+    failing = [i for i, f in enumerate(schedule.faults, 1) if f.kind == "query-fails"]
+    condition = (
+        f" WHERE {{{{ \"raise_error('soak: the query fails') IS NULL\" if ti.try_number in {failing} else 'true' }}}}"
+        if failing
+        else ""
+    )
+    return NEW_SQL.format(slow_ms=25 if schedule.slow else 0, failing=condition)
+
+
+def _seed_target(schedule: Schedule, spark: Any, target: str) -> None:
+    if schedule.mode == "replace":
+        spark.sql(f"CREATE TABLE {target} USING parquet AS {SEED_SQL.format(rows=OLD_ROWS)}")
+    elif schedule.mode == "overwrite_partitions":
+        spark.sql(f"CREATE TABLE {target} USING parquet PARTITIONED BY (p) AS {SEED_SQL.format(rows=OLD_ROWS)}")
+    elif schedule.mode == "swap":  # by this provider, so that the swap may drop the version it replaces
+        run_all(executor_for(spark, target, f"SELECT id, p FROM ({SEED_SQL.format(rows=OLD_ROWS)})", mode="create"))
+    # The new version of a swap's target has more columns than this one: the replace swaps.
+
+
+def _allowed(schedule: Schedule) -> set[Any]:
+    allowed: set[Any] = {NEW_ROWS, "missing" if schedule.mode == "create" else OLD_ROWS}
+    if schedule.mode == "swap":
+        allowed |= {"missing", 0, "files-gone", "unavailable"}
+    if any(f.kind == "metastore-restart" for f in schedule.faults):
+        allowed |= {"unavailable"}
+    return allowed
+
+
+def _fault_spec(fault: Fault, try_number: int) -> dict[str, Any]:
+    if fault.kind == "raise":
+        return {fault.point: {"raise": "soak", "only_try": try_number}}
+    if fault.kind == "metastore-restart":
+        return {fault.point: {"sleep": 4, "only_try": try_number}}
+    if fault.point and fault.point != MID_WRITE:
+        return {fault.point: {"sleep": PAUSE_SECONDS, "only_try": try_number}}
+    return {}
+
+
+def _writing(staging: Path) -> bool:
+    names = [p.name for p in staging.iterdir()] if staging.is_dir() else []
+    return any(name.startswith(("_temporary", ".spark-staging")) for name in names)
+
+
+def _reached(progress: Path, point: str, try_number: int) -> bool:
+    return progress.exists() and f"{point} try={try_number}" in progress.read_text().splitlines()
+
+
+def _act(fault: Fault, trial: Trial, progress: Path, staging: Path, target: str, metastore: Any,
+         try_number: int, rng: random.Random) -> bool:  # fmt: skip
+    """Make ``fault`` happen to the running try; False when the try ended before it could land (a
+    try with nothing to write, after an earlier try published)."""
+    if fault.kind in ("raise", "query-fails"):
+        return True
+    if fault.point == MID_WRITE:
+        where = "the try's write to start"
+        landed = wait_until(where, lambda: _writing(staging) or (not trial.running() and "ended"), 240, 0.05)
+        time.sleep(rng.uniform(0.2, 2.0))
+    else:
+        where = f"the try to reach {fault.point}"
+        landed = wait_until(
+            where, lambda: _reached(progress, fault.point, try_number) or (not trial.running() and "ended"), 240
+        )
+    if landed == "ended":
+        return False
+    if fault.kind == "kill-task":
+        trial.signal_group(signal.SIGKILL)
+    elif fault.kind == "term-task":
+        trial.signal_group(signal.SIGTERM)
+    elif fault.kind == "kill-driver":
+        kill_spark_driver(f"{target} try {try_number}")
+    elif fault.kind == "metastore-restart":
+        metastore.stop()
+        try:
+            time.sleep(rng.uniform(1, 6))
+        finally:
+            metastore.start()
+    return True
+
+
+def test_soak_run(run_seed, stack, spark, database, tmp_path, metastore):
+    schedule = schedule_for(run_seed)
+    rng = random.Random(run_seed)
+    print(f"soak run {schedule}; replay: bash scripts/soak.sh --replay {run_seed}")
+    target = f"{database}.soak_{run_seed}"
+    dag_id, run_id = f"soak_{run_seed}", f"soak__{run_seed}"
+    _seed_target(schedule, spark, target)
+    make_dag(
+        dag_id,
+        retries=len(schedule.faults) + 1,
+        target_table=target,
+        mode="replace" if schedule.mode == "swap" else schedule.mode,
+        allow_swap=schedule.mode == "swap",
+        partition_by=["p"] if schedule.mode == "overwrite_partitions" else [],
+        sql=_sql(schedule),
+        durable=schedule.durable,
+    )
+    dag_file, progress = DAGS_FOLDER / f"{dag_id}.py", tmp_path / "progress"
+    txn_tag = TransactionKey(dag_id, "ctas", run_id).txn_id[:16]
+    reader = Reader(spark, target).start()
+    started, problems, tries, after_commit_publishes, succeeded = time.monotonic(), list[str](), list[str](), 0, False
+    for try_number, fault in enumerate(schedule.faults, 1):
+        staging = database_dir(spark, database) / f"__ctas_{txn_tag}_s{try_number}"
+        faults = {"progress_file": str(progress), **_fault_spec(fault, try_number)}
+        trial = Trial(dag_file, dag_id, run_id, tmp_path / f"try{try_number}.log", faults).start()
+        landed = _act(fault, trial, progress, staging, target, metastore, try_number, rng)
+        state = trial.wait()
+        wait_for_drivers_to_exit(target)
+        tries.append(f"{fault}: {state}" if landed else f"{fault} (did not land: the try ended first): {state}")
+        if state == "success":  # the try survived its fault (a metastore back in time): the run is done
+            succeeded = True
+            break
+        published = _rows(spark, target) == NEW_ROWS
+        after_commit_publishes += published and after_commit(fault)
+        problems += _failed_try_problems(xcom_value(dag_id, run_id, "ctas_transaction"), try_number, fault, published)
+    if not succeeded:
+        state = Trial(dag_file, dag_id, run_id, tmp_path / "last.log").start().wait()
+        tries.append(f"no fault: {state}")
+        succeeded = state == "success"
+    values = reader.stop()
+    problems += _final_problems(spark, database, target, succeeded, values, schedule, tmp_path)
+    record_run(
+        {
+            "seed": run_seed,
+            "schedule": str(schedule),
+            "mode": schedule.mode,
+            "durable": schedule.durable,
+            "faults": [str(f) for f in schedule.faults],
+            "tries": tries,
+            "after_commit": after_commit_publishes,
+            "seen": summarize(values),
+            "problems": problems,
+            "seconds": round(time.monotonic() - started),
+        }
+    )
+    assert not problems, f"soak run {schedule}: {'; '.join(problems)}; replay: bash scripts/soak.sh --replay {run_seed}"
+
+
+def _failed_try_problems(txn: dict[str, Any] | None, try_number: int, fault: Fault, published: bool) -> list[str]:
+    problems = []
+    code = (((txn or {}).get("details") or {}).get("error") or {}).get("code")
+    if code is not None and code not in CODES:
+        problems.append(f"try {try_number} failed with {code!r}, not one of the provider's error codes")
+    if published and not after_commit(fault):
+        problems.append(f"try {try_number} failed ({fault}) but its version was published")
+    return problems
+
+
+def _final_problems(spark: Any, database: str, target: str, succeeded: bool, values: list[Any], schedule: Schedule,
+                    logs: Path) -> list[str]:  # fmt: skip
+    problems = []
+    rows, left = _rows(spark, target), leftovers(spark, database)
+    if not succeeded:
+        problems.append(f"the last try did not succeed (logs in {logs})")
+    if rows != NEW_ROWS:
+        problems.append(f"the table holds {rows}, not the {NEW_ROWS} rows of the new version")
+    if left:
+        problems.append(f"left behind: {left}")
+    if (seen := check_observations(values, _allowed(schedule), NEW_ROWS)) is not None:
+        problems.append(f"a reader saw {seen}")
+    return problems
+
+
+def _rows(spark: Any, target: str) -> int | str:
+    try:
+        return int(fresh(spark).table(target).count())
+    except Exception as exc:
+        return type(exc).__name__
