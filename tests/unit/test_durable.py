@@ -9,6 +9,8 @@ from typing import Any
 
 import pytest
 
+from airflow_provider_ctas.catalogs.metastore import ownership
+from airflow_provider_ctas.core import markers
 from airflow_provider_ctas.core.durable import Candidate, PreparedRecord, adoptable, digest_of, mismatch
 from airflow_provider_ctas.core.errors import CorruptStateError, InvalidInputError
 from airflow_provider_ctas.driver.phases import _kept_for_next_try
@@ -118,3 +120,15 @@ def test_a_driver_keeps_its_staging_only_when_its_task_is_lost_at_the_decision_a
     assert not _kept_for_next_try("commit", recorded, _Link(None), _Executor())  # type: ignore[arg-type]
     assert not _kept_for_next_try("commit", recorded, lost, _Executor(published=True))  # type: ignore[arg-type]
     assert not _kept_for_next_try("commit", recorded, None, _Executor())  # type: ignore[arg-type]
+
+
+def test_a_reserved_name_promises_its_own_try_or_the_adopter_its_record_names():
+    name = markers.ReservedName(tag="a" * 16, role="staging", try_number=1)
+    own = {markers.TXN_ID: "a" * 32, markers.TRY_NUMBER: "1"}
+    adopted = {markers.TXN_ID: "a" * 32, markers.TRY_NUMBER: "3"}
+    assert ownership.is_staging_named(own, name)
+    assert not ownership.is_staging_named(adopted, name)  # markers of another try, and no record says why
+    assert ownership.is_staging_named(adopted, name, adopted_by=3)
+    assert not ownership.is_staging_named(adopted, name, adopted_by=2)
+    assert ownership.holds_staging(adopted, "a" * 32, 1, up_to=3)
+    assert not ownership.holds_staging(adopted, "a" * 32, 1, up_to=2)  # a newer try holds it: not this one's to drop

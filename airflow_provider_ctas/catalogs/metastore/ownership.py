@@ -23,12 +23,13 @@ def holds_staging(properties: Mapping[str, str], txn_id: str, name_try: int, up_
     return markers.owned_by(properties, txn_id) and holder is not None and name_try <= holder <= up_to
 
 
-def is_staging_named(properties: Mapping[str, str], name: markers.ReservedName) -> bool:
-    """A table under a reserved staging name carries the markers that name promises: of the try
-    in the name, or of a later try that adopted it."""
+def is_staging_named(properties: Mapping[str, str], name: markers.ReservedName, adopted_by: int | None = None) -> bool:
+    """A table under a reserved staging name carries the markers that name promises: of the try in
+    the name, or of the later try ``adopted_by`` that its prepared record says took it over
+    (``core.durable``); any other try in its markers is not what the name promises."""
     txn_id = properties.get(markers.TXN_ID, "")
     holder = markers.marker_try(properties)
-    return markers.txn_tag(txn_id) == name.tag and holder is not None and holder >= name.try_number
+    return markers.txn_tag(txn_id) == name.tag and holder in {name.try_number, adopted_by}
 
 
 def moved_aside_by(properties: Mapping[str, str]) -> tuple[str, str] | None:

@@ -17,6 +17,7 @@ from airflow_provider_ctas.catalogs.metastore import ownership
 from airflow_provider_ctas.catalogs.metastore.catalog import CatalogClient, TableInfo
 from airflow_provider_ctas.catalogs.session_catalog.plan import on_object_store
 from airflow_provider_ctas.core import markers
+from airflow_provider_ctas.core.durable import RECORD_FILE, PreparedRecord
 from airflow_provider_ctas.core.errors import InvalidInputError
 from airflow_provider_ctas.core.identifiers import TableRef
 from airflow_provider_ctas.spark.errors import first_line
@@ -70,7 +71,8 @@ class SessionCatalogGc:
         if parsed.role == "backup":
             self._backup(info)
             return
-        if not ownership.is_staging_named(props, parsed):
+        adopted_by = self._adopted_by(info, parsed) if markers.marker_try(props) != parsed.try_number else None
+        if not ownership.is_staging_named(props, parsed, adopted_by):
             self.ledger.note("kept", what, "reserved name without this provider's markers")
             return
         txn_id = props[markers.TXN_ID]
@@ -85,6 +87,16 @@ class SessionCatalogGc:
             self.catalog.drop(info.ref)
         kind = "metadata only" if info.table_type == "EXTERNAL" else "with its data"
         self.ledger.note("removed", what, f"orphan staging table ({kind})", txn_id=txn_id, task=task)
+
+    def _adopted_by(self, info: TableInfo, parsed: markers.ReservedName) -> int | None:
+        """The later try that took this staging over (durable tries), as its prepared record says."""
+        if not info.location:
+            return None
+        record = PreparedRecord.parse(self.catalog.fs.read_text(f"{info.location.rstrip('/')}/{RECORD_FILE}"))
+        written_by = (markers.txn_tag(record.txn_id), record.prepared_by_try) if record else None
+        if record is None or written_by != (parsed.tag, parsed.try_number):
+            return None
+        return record.held_by_try
 
     def _backup(self, info: TableInfo) -> None:
         what, props = info.ref.qualified, info.properties
