@@ -19,10 +19,15 @@ PUBLISHED = reports.RELIABILITY.published
 OLD_ROWS, NEW_ROWS = 300, 400
 
 
-def record_cell(cell_id: str, result: dict[str, Any]) -> None:
-    shared = Path(os.environ["CTAS_TEST_SHARED"]) / "matrix"
+def record(folder: str, name: str, result: dict[str, Any]) -> None:
+    """One test's result, for the report its run writes at the end (every xdist worker writes here)."""
+    shared = Path(os.environ["CTAS_TEST_SHARED"]) / folder
     shared.mkdir(exist_ok=True)
-    (shared / f"{cell_id}.json").write_text(json.dumps(result))
+    (shared / f"{name}.json").write_text(json.dumps(result))
+
+
+def record_cell(cell_id: str, result: dict[str, Any]) -> None:
+    record("matrix", cell_id, result)
 
 
 def write_report(shared: Path) -> None:

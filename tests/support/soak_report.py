@@ -12,12 +12,11 @@ from pathlib import Path
 from typing import Any
 
 from ctas_devstack import reports
+from tests.support.reliability import record
 
 
 def record_run(result: dict[str, Any]) -> None:
-    shared = Path(os.environ["CTAS_TEST_SHARED"]) / "soak"
-    shared.mkdir(exist_ok=True)
-    (shared / f"{result['seed']}.json").write_text(json.dumps(result))
+    record("soak", str(result["seed"]), result)
 
 
 def write_report(shared: Path) -> None:

@@ -56,8 +56,8 @@ def begin(ctx: RunContext, report: PhaseReport) -> Plan:
     candidate = None
     if ctx.table.try_number > 1:
         candidate = adoption.find(ctx, ctx.request.durable) if ctx.request.durable else None
-        keep = candidate.location if candidate else None
-        report.touched += recovery.clean_tries(ctx, up_to=ctx.table.try_number, delete_dirs=False, keep=keep)
+        keep_try = candidate.name_try if candidate else None
+        report.touched += recovery.clean_tries(ctx, up_to=ctx.table.try_number, delete_dirs=False, keep_try=keep_try)
     info, taken = ctx.catalog.table_info(target), False
     if info is None:
         info, taken = _require_free_location(ctx)

@@ -19,9 +19,9 @@ from airflow_provider_ctas.core.identifiers import TableRef, sql_string_literal
 from airflow_provider_ctas.spark.errors import first_line
 
 
-def clean_tries(ctx: RunContext, up_to: int, *, delete_dirs: bool = True, keep: str | None = None) -> list[str]:
+def clean_tries(ctx: RunContext, up_to: int, *, delete_dirs: bool = True, keep_try: int | None = None) -> list[str]:
     """Remove staging of tries <= ``up_to`` and restore a target a crashed swap moved aside;
-    ``keep``: the location of a prepared staging this try is about to adopt.
+    ``keep_try``: the try whose prepared staging (table and directory) this try is about to adopt.
 
     Managed staging goes with its directory at once: the rename that would publish it needs the
     table, so a dropped one can never be published. An external (flip) staging directory could
@@ -35,7 +35,7 @@ def clean_tries(ctx: RunContext, up_to: int, *, delete_dirs: bool = True, keep: 
     found = [
         (parsed, ref)
         for parsed, ref in ctx.catalog.reserved_tables(target.database, txn_id)
-        if parsed.try_number <= up_to and not (keep and parsed.role == "staging" and _at(ctx, ref, keep))
+        if parsed.try_number <= up_to and not (parsed.role == "staging" and parsed.try_number == keep_try)
     ]
     # Backups first: a target moved aside must be back before its staging goes.
     for parsed, ref in sorted(found, key=lambda item: (item[0].role != "backup", item[0].try_number)):
@@ -50,21 +50,17 @@ def clean_tries(ctx: RunContext, up_to: int, *, delete_dirs: bool = True, keep: 
             touched.append(f"{ref} (staging of try {parsed.try_number} dropped: {what})")
         else:
             ctx.log.warning(f"{ref} has a reserved name but not this transaction's markers; left alone")
-    touched += _clean_orphan_directories(ctx, up_to, keep) if delete_dirs else _revoke_directories(ctx, up_to, keep)
+    clean = _clean_orphan_directories if delete_dirs else _revoke_directories
+    touched += clean(ctx, up_to, keep_try)
     return touched
 
 
-def _at(ctx: RunContext, ref: TableRef, location: str) -> bool:
-    info = ctx.catalog.table_info(ref)
-    return info is not None and (info.location or "").rstrip("/") == location.rstrip("/")
-
-
-def _revoke_directories(ctx: RunContext, up_to: int, keep: str | None) -> list[str]:
+def _revoke_directories(ctx: RunContext, up_to: int, keep_try: int | None) -> list[str]:
     """Fence earlier tries whose staging is only a directory (a flip's): their marker is marked
     revoked, which they re-read before and after their flip. It is not deleted: the marker is what
     lets this try (once it published or aborted) and GC delete the directory."""
     touched = []
-    for path, _ in _unread_directories(ctx, up_to, keep):
+    for path, _ in _unread_directories(ctx, up_to, keep_try):
         marker = ctx.catalog.read_marker(path)
         if marker is None or marker.txn_id != ctx.table.txn_id or marker.published_at or marker.revoked_by:
             continue
@@ -123,7 +119,7 @@ def unset_superseded(ctx: RunContext, ref: TableRef) -> None:
         ctx.log.warning(f"could not remove {markers.SUPERSEDED_BY} from {ref}: {first_line(exc)}")
 
 
-def _unread_directories(ctx: RunContext, up_to: int, keep: str | None = None) -> Iterator[tuple[str, str]]:
+def _unread_directories(ctx: RunContext, up_to: int, keep_try: int | None = None) -> Iterator[tuple[str, str]]:
     """(path, name) of this transaction's reserved directories of tries <= ``up_to`` that the
     target does not read from (a flip, or partitions switched in, makes one live)."""
     target, txn_id = ctx.table.target, ctx.table.txn_id
@@ -131,16 +127,17 @@ def _unread_directories(ctx: RunContext, up_to: int, keep: str | None = None) ->
     live = ctx.catalog.live_locations(target)
     for name in ctx.catalog.fs.list_names(location, markers.name_pattern(txn_id)):
         parsed = markers.parse_reserved_name(name)
-        if parsed and parsed.tag == markers.txn_tag(txn_id) and parsed.try_number <= up_to:
+        kept = parsed is not None and parsed.role == "staging" and parsed.try_number == keep_try
+        if parsed and parsed.tag == markers.txn_tag(txn_id) and parsed.try_number <= up_to and not kept:
             path = f"{location}/{name}"
-            if not ownership.feeds(path, live) and path != (keep or "").rstrip("/"):
+            if not ownership.feeds(path, live):
                 yield path, name
 
 
-def _clean_orphan_directories(ctx: RunContext, up_to: int, keep: str | None) -> list[str]:
+def _clean_orphan_directories(ctx: RunContext, up_to: int, keep_try: int | None) -> list[str]:
     touched = []
     target, txn_id = ctx.table.target, ctx.table.txn_id
-    for path, name in _unread_directories(ctx, up_to, keep):
+    for path, name in _unread_directories(ctx, up_to, keep_try):
         if ctx.spark.catalog.tableExists(target.with_table(name).quoted):
             continue  # still registered (handled above, or not ours)
         marker = ctx.catalog.read_marker(path)
