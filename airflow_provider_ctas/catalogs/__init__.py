@@ -10,6 +10,7 @@ from __future__ import annotations
 from collections.abc import Iterable, Mapping
 
 from airflow_provider_ctas.catalogs.delta.strategy import STRATEGY as DELTA
+from airflow_provider_ctas.catalogs.iceberg.strategy import GROUP_STRATEGY as ICEBERG_GROUP
 from airflow_provider_ctas.catalogs.iceberg.strategy import STRATEGY as ICEBERG
 from airflow_provider_ctas.catalogs.session_catalog.strategy import STRATEGY as SESSION_CATALOG
 from airflow_provider_ctas.catalogs.strategy import RequestSpec, Strategy
@@ -19,6 +20,8 @@ from airflow_provider_ctas.core.transaction import TransactionKey, TwoPhaseTable
 __all__ = ["STRATEGIES", "Strategy", "create_two_phase_table", "gc_strategy", "load_two_phase_table", "strategy_for"]
 
 STRATEGIES: tuple[Strategy, ...] = (SESSION_CATALOG, ICEBERG, DELTA)
+_GROUPS: tuple[Strategy, ...] = (ICEBERG_GROUP,)
+"""Kinds that publish several tables at once; no ``table_format`` selects them."""
 
 # Formats users ask for that need a catalog with its own transactions (a StagingTableCatalog); no
 # strategy serves them yet.
@@ -47,7 +50,7 @@ def strategy_for(table_format: object) -> Strategy:
 
 
 def strategy_of_kind(kind: str) -> Strategy:
-    for strategy in STRATEGIES:
+    for strategy in (*STRATEGIES, *_GROUPS):
         if strategy.kind == kind:
             return strategy
     raise CorruptStateError(f"no strategy for kind {kind!r}")

@@ -70,6 +70,8 @@ class PhaseExecutor(ABC, Generic[T]):
             self.prepare(report)
         elif phase == "audit":
             self.audit(report)
+        elif phase == "hold":
+            self.hold(report)
         elif phase == "commit":
             self.commit(report)
         elif phase == "abort":
@@ -98,6 +100,10 @@ class PhaseExecutor(ABC, Generic[T]):
     def audit_provenance(self) -> dict[str, str]:
         """The checks' one-line summary for the published version's properties, when there were checks."""
         return {markers.CHECKS: summary(self.audit_results)} if self.audit_results else {}
+
+    def hold(self, report: PhaseReport) -> None:
+        """A publish group's member: keep what this try staged for the group's publisher."""
+        raise InvalidInputError(f"publish groups are not supported for {self.table.format_name} tables")
 
     def keep_for_next_try(self, digest: str) -> str:
         raise InvalidInputError(f"durable=True is not supported for {self.table.format_name} tables yet")

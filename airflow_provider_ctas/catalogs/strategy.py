@@ -101,6 +101,8 @@ class Strategy:
     """Whether ``checks=`` are evaluated on the staged version before the publish."""
     durable: bool = False
     """Whether a prepared try's staging can outlive its task and be adopted by the next try."""
+    groups: bool = False
+    """Whether its tables can be members of a publish group (published together by one commit)."""
     staging_reader: StagingReader | None = None
     """For a strategy whose staging can exist as a bare directory in a session-catalog database."""
     gc_scope: str | None = None

@@ -211,6 +211,15 @@ class DecisionPathError(CtasError):
     code = "DECISION_PATH_UNAVAILABLE"
 
 
+class GroupMemberFailedError(CtasError):
+    """A publish group's member did not prepare (it failed, was killed, or was skipped): no member
+    is published, and the prepared members' staging is removed. Re-run the group once the member's
+    cause is fixed."""
+
+    code = "GROUP_MEMBER_FAILED"
+    retryable = False
+
+
 def _family(cls: type[CtasError]) -> list[type[CtasError]]:
     return [cls, *(member for sub in cls.__subclasses__() for member in _family(sub))]
 

@@ -15,6 +15,7 @@ require_airflow(_airflow_version)
 from airflow_provider_ctas.operators import exceptions
 from airflow_provider_ctas.operators.atomic_ctas import AtomicCtasOperator
 from airflow_provider_ctas.operators.gc import AtomicCtasGcOperator
+from airflow_provider_ctas.operators.publish_group import PublishGroupOperator
 from airflow_provider_ctas.operators.state import XCOM_KEY
 
-__all__ = ["XCOM_KEY", "AtomicCtasGcOperator", "AtomicCtasOperator", "exceptions"]
+__all__ = ["XCOM_KEY", "AtomicCtasGcOperator", "AtomicCtasOperator", "PublishGroupOperator", "exceptions"]

@@ -4,6 +4,7 @@ before any Spark work."""
 
 from __future__ import annotations
 
+import re
 from collections.abc import Callable, Mapping, Sequence
 from typing import Any
 
@@ -64,6 +65,30 @@ def durable_flag(value: object, table_format: str, strategy: Strategy) -> bool:
             "file-format tables in Spark's session catalog"
         )
     return value is True
+
+
+_TASK_ID = re.compile(r"[A-Za-z0-9_.-]{1,250}")
+GROUP_MODES = ("replace", "overwrite_partitions")
+
+
+def group_member(value: object, table_format: str, strategy: Strategy, mode: object) -> str | None:
+    """``publish_group``: the task id of the ``PublishGroupOperator`` that publishes this table with
+    the others of its group; refused where the format's catalog has no multi-table commit."""
+    if value is None:
+        return None
+    if not isinstance(value, str) or not _TASK_ID.fullmatch(value):
+        raise InvalidInputError(f"publish_group must be the task id of a PublishGroupOperator, got {value!r}")
+    if not strategy.groups:
+        raise InvalidInputError(
+            f"publish_group is not supported for {table_format!r} tables: a group publishes in one catalog commit "
+            "over several tables, which only an Iceberg REST catalog offers (Hive metastore, Glue and Delta have none)"
+        )
+    if isinstance(mode, str) and not is_templated(mode) and mode.lower() not in GROUP_MODES:
+        raise InvalidInputError(
+            f"mode {mode!r} cannot be in a publish group: a group replaces existing tables (mode 'replace' or "
+            "'overwrite_partitions'); create a new table once without publish_group"
+        )
+    return value
 
 
 def partition_list(partition_by: Sequence[str] | str | None) -> Sequence[str] | str | None:

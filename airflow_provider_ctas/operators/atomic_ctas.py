@@ -41,6 +41,7 @@ from airflow_provider_ctas.operators.arguments import (
     callbacks,
     check_known_arguments,
     durable_flag,
+    group_member,
     has_templates,
     is_templated,
     partition_list,
@@ -107,6 +108,10 @@ class AtomicCtasOperator(CtasLifecycle, CtasLineageMixin, BaseOperator):
         the rendered query, the table's settings, the checks and ``conf`` are unchanged. Only a
         live try publishes. Staging that no try adopts is removed by the next try or GC, like any
         staging. File formats of Spark's session catalog; templated (renders to true/false).
+    :param publish_group: the task id of a ``PublishGroupOperator`` downstream of this task: this task
+        stages and audits its table and holds it, and that task publishes every table of its group in
+        one catalog commit, or none of them. Iceberg tables on a REST catalog, ``replace`` or
+        ``overwrite_partitions`` of an existing table.
     :param conn_id: the apache-spark provider's connection: a ``spark`` connection (spark-submit:
         master, deploy mode, ...) or a ``spark_connect`` connection (the phases run over Spark
         Connect from the task process; no spark-submit, no JVM on the worker).
@@ -154,6 +159,7 @@ class AtomicCtasOperator(CtasLifecycle, CtasLineageMixin, BaseOperator):
         checks: Sequence[Check | Mapping[str, Any]] | None = None,
         retry_on_failed_checks: bool = False,
         durable: bool | str = False,
+        publish_group: str | None = None,
         conn_id: str = "spark_default",
         conf: Mapping[str, Any] | None = None,
         spark_submit_options: Mapping[str, Any] | str | None = None,
@@ -188,6 +194,7 @@ class AtomicCtasOperator(CtasLifecycle, CtasLineageMixin, BaseOperator):
         self.retry_on_failed_checks = retry_on_failed_checks
         durable_flag(durable, table_format, strategy)
         self.durable = durable
+        self.publish_group = group_member(publish_group, table_format, strategy, mode)
         self.conn_id = conn_id
         self.conf = conf
         self.spark_submit_options: Mapping[str, Any] | str = (
@@ -213,7 +220,7 @@ class AtomicCtasOperator(CtasLifecycle, CtasLineageMixin, BaseOperator):
         )
         self.asset_events = asset_events
         self._table_outlet: Asset | AssetAlias | None = None
-        if asset_events:
+        if asset_events and self.publish_group is None:  # a group's publisher announces its members
             known = not (any(is_templated(v) for v in (target_table, mode, conf)) or has_templates(conf))
             namespace = strategy.lineage_namespace(conf, None) if known else None
             self._table_outlet = outlet_for(namespace=namespace, target=target, mode=mode, alias_name=self._alias_name)
@@ -269,12 +276,13 @@ class AtomicCtasOperator(CtasLifecycle, CtasLineageMixin, BaseOperator):
         checks = [check.to_dict() for check in self._checks]
         try:
             durable = durable_flag(self.durable, self.table_format, strategy_for(self.table_format))
+            group_member(self.publish_group, self.table_format, strategy_for(self.table_format), self.mode)
         except CtasError as exc:
             raise_for_airflow(exc)
             raise
         digest = digest_of(self.sql, {"target": str(table.target), **table.spec_to_dict()}, checks, self.conf or {})
         request = PhaseRequest(
-            phases=run_phases_for(checks),
+            phases=run_phases_for(checks, hold=self.publish_group is not None),
             table=table.to_dict(),
             sql=self.sql,
             faults=faults,
@@ -294,7 +302,7 @@ class AtomicCtasOperator(CtasLifecycle, CtasLineageMixin, BaseOperator):
             raise_for_airflow(run_failure(result.error or {}, retry_on_failed_checks=self.retry_on_failed_checks))
         self.log.info(
             "run: %s %s in %.2fs (%s rows; Spark application %s)",
-            table.outcome,
+            f"held for publish group {self.publish_group}:" if table.state is TxnState.PREPARED else table.outcome,
             table.target,
             time.monotonic() - started,
             table.details.get("row_count", "unknown"),

@@ -124,6 +124,9 @@ class CtasLifecycle:
         if table is None:
             self.log.error("finalize: no transaction found for this task instance")
             return
+        if table.state is TxnState.PREPARED and "held" in table.details:
+            self.log.info("finalize: %s is staged and held for its publish group's publisher", table.target)
+            return
         if table.state is not TxnState.COMMITTED:
             self.log.error("finalize: the task succeeded but transaction is %s: nothing was published", table.state)
             return

@@ -90,7 +90,9 @@ def apply_result(table: TwoPhaseTable, result: PhaseResult, now: str, log: Log) 
     if result.reached in (Reached.PREPARED, Reached.COMMITTED) and table.state is TxnState.BEGUN:
         prepared_at = result.details.get("prepared_at")
         table.mark_prepared(table.try_number, prepared_at if isinstance(prepared_at, str) else now)
-    if result.ok:
+    if result.ok and result.reached is Reached.PREPARED and "held" in result.details:
+        table.details.update(details)  # a publish group's member: its publisher publishes
+    elif result.ok:
         outcome = Outcome(result.outcome) if result.outcome else Outcome.PUBLISHED
         table.commit(table.try_number, now, outcome, details)
     elif result.reached == Reached.COMMITTED:
@@ -141,4 +143,5 @@ def summary(table: TwoPhaseTable) -> dict[str, Any]:
         "spark_application_id": (table.details.get("spark_application") or {}).get("id"),
         "txn_id": table.txn_id,
         "try_number": table.try_number,
+        "state": table.state.value,
     }

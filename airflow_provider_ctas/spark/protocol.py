@@ -17,16 +17,33 @@ from typing import Any, Literal
 from airflow_provider_ctas.core.errors import CorruptStateError
 
 PROTOCOL_VERSION = 4
-Phase = Literal["begin", "prepare", "audit", "commit", "abort", "gc"]
+Phase = Literal["begin", "prepare", "audit", "hold", "commit", "abort", "gc"]
 RUN_PHASES: tuple[Phase, ...] = ("begin", "prepare", "commit")
 AUDITED_RUN_PHASES: tuple[Phase, ...] = ("begin", "prepare", "audit", "commit")
 """A run with checks: they are evaluated on the staged version before the commit decision."""
+HELD_RUN_PHASES: tuple[Phase, ...] = ("begin", "prepare", "hold")
+AUDITED_HELD_RUN_PHASES: tuple[Phase, ...] = ("begin", "prepare", "audit", "hold")
+"""A publish group's member: it stages, is audited, and holds its staging for the group's publisher."""
+GROUP_COMMIT_PHASES: tuple[Phase, ...] = ("commit",)
+"""A publish group's publisher: the members' held staging, published in one catalog commit."""
 ABORT_PHASES: tuple[Phase, ...] = ("abort",)
 GC_PHASES: tuple[Phase, ...] = ("gc",)
-_ALLOWED_PHASE_LISTS = {RUN_PHASES, AUDITED_RUN_PHASES, ABORT_PHASES, GC_PHASES}
+_ALLOWED_PHASE_LISTS = {
+    RUN_PHASES,
+    AUDITED_RUN_PHASES,
+    HELD_RUN_PHASES,
+    AUDITED_HELD_RUN_PHASES,
+    GROUP_COMMIT_PHASES,
+    ABORT_PHASES,
+    GC_PHASES,
+}
+GROUP_KIND = "iceberg_group"
+"""The only table kind whose request may be the commit phase alone."""
 
 
-def run_phases_for(checks: list[dict[str, Any]]) -> tuple[Phase, ...]:
+def run_phases_for(checks: list[dict[str, Any]], *, hold: bool = False) -> tuple[Phase, ...]:
+    if hold:
+        return AUDITED_HELD_RUN_PHASES if checks else HELD_RUN_PHASES
     return AUDITED_RUN_PHASES if checks else RUN_PHASES
 
 
@@ -86,6 +103,7 @@ class PhaseRequest:
             raise CorruptStateError("request for prepare carries no SQL")
         if not isinstance(data["table"], dict) or not isinstance(data["faults"], dict):
             raise CorruptStateError("request table and faults must be objects")
+        _check_group_phases(phases, data["table"])
         if (phases == GC_PHASES) != isinstance(data["gc"], dict):
             raise CorruptStateError("gc settings go with the gc phase, and only with it")
         if not isinstance(data["checks"], list) or bool(data["checks"]) != ("audit" in phases):
@@ -103,6 +121,11 @@ class PhaseRequest:
             checks=data["checks"],
             durable=_durable(data["durable"], phases),
         )
+
+
+def _check_group_phases(phases: tuple[str, ...], table: Mapping[str, Any]) -> None:
+    if (phases == GROUP_COMMIT_PHASES) != (table.get("kind") == GROUP_KIND) and phases != ABORT_PHASES:
+        raise CorruptStateError("the commit phase alone is a publish group's, and a group runs only that or abort")
 
 
 def _durable(value: object, phases: tuple[str, ...]) -> str | None:

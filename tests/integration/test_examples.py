@@ -41,6 +41,7 @@ def test_every_example_parses():
         "example_partitioned_backfill",
         "example_orders_report",
         "example_maintenance_gc",
+        "example_publish_group",
     }
 
 

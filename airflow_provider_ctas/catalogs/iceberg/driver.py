@@ -7,6 +7,8 @@ from typing import TYPE_CHECKING, Any
 
 from airflow_provider_ctas.catalogs.iceberg.executor import IcebergExecutor
 from airflow_provider_ctas.catalogs.iceberg.gc import IcebergGc
+from airflow_provider_ctas.catalogs.iceberg.group import IcebergGroupExecutor
+from airflow_provider_ctas.catalogs.iceberg.group_table import IcebergGroup
 from airflow_provider_ctas.catalogs.iceberg.table import IcebergTable
 from airflow_provider_ctas.core.errors import CorruptStateError
 
@@ -31,3 +33,17 @@ class IcebergDriver:
         self, spark: SparkSession, settings: Mapping[str, Any], log: Reporter, staging_readers: Sequence[StagingReader]
     ) -> dict[str, Any]:
         return IcebergGc(spark, dict(settings), log).run()
+
+
+class IcebergGroupDriver:
+    def executor(
+        self, spark: SparkSession, table: TwoPhaseTable, request: PhaseRequest, log: Reporter
+    ) -> IcebergGroupExecutor:
+        if not isinstance(table, IcebergGroup):
+            raise CorruptStateError(f"a publish group's driver cannot run a {table.kind!r} table")
+        return IcebergGroupExecutor(spark, table, request, log)
+
+    def gc(
+        self, spark: SparkSession, settings: Mapping[str, Any], log: Reporter, staging_readers: Sequence[StagingReader]
+    ) -> dict[str, Any]:
+        raise CorruptStateError("a publish group has no staging of its own; GC runs per catalog")

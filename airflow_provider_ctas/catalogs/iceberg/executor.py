@@ -9,6 +9,8 @@ prepare  writes the query: appended to the staging table, or overwriting the bra
          readers see the old version); the snapshot summary carries the provenance;
 audit    (with checks) evaluates them on the staging table or the branch; a failed check publishes
          nothing;
+hold     (a publish group's member, instead of commit) checks the branch is still this try's and
+         reports it for the group's publisher (``group.py``), which publishes every member at once;
 commit   a new target: renames staging to it (one metastore call, fails if the target appeared);
          a replaced one: one metadata swap that moves ``main`` to the branch's snapshot only if the
          fence still names this try, the branch is this try's and ``main`` has not moved since
@@ -75,6 +77,8 @@ class IcebergExecutor(PhaseExecutor[IcebergTable]):
         self.partition_fields: dict[str, str] = {}
         """Each ``partition_by`` entry's field name in the target's partition struct (``ts_day``)."""
         self.schema: StructType | None = None
+        self.holds = "hold" in request.phases
+        """A publish group's member: it stages on a branch and its publisher publishes."""
 
     def clean_up_this_try(self) -> list[str]:
         return self._clean_tries(up_to=self.table.try_number)
@@ -101,6 +105,8 @@ class IcebergExecutor(PhaseExecutor[IcebergTable]):
         if existing is not None and self._nothing_to_do(self._published_markers(existing)):
             report.note = f"outcome {self.outcome}; nothing staged"
             return
+        if self.holds:
+            _require_group_target(catalog, target, existing)
         schema = self._analyse()
         if existing is None:
             catalog.check_publish_by_rename()
@@ -255,6 +261,25 @@ class IcebergExecutor(PhaseExecutor[IcebergTable]):
         if snapshot_id == self.base_snapshot:  # a partition overwrite of no rows commits nothing
             return {"added-records": "0", "snapshot-id": str(snapshot_id)}
         return {**md.summary(meta, snapshot_id), "snapshot-id": str(snapshot_id)}
+
+    def hold(self, report: PhaseReport) -> None:
+        catalog, target = self._catalog(), self.table.target
+        existing = catalog.load(target)
+        if existing is None or self.base_snapshot is None:
+            raise PublishError(f"{target} was dropped while this try ran; nothing is held")
+        base = catalog.refresh(existing)
+        self._still_ours(base)
+        staged = int(self.details["snapshot_id"])
+        if md.refs(base).get(self.table.branch) != staged:
+            raise FencedError(f"branch {self.table.branch} no longer holds this try's snapshot {staged}")
+        self.details["held"] = {
+            "branch": self.table.branch,
+            "snapshot_id": staged,
+            "base_snapshot_id": self.base_snapshot,
+            "checks": self.audit_provenance().get(markers.CHECKS),
+        }
+        report.touched.append(f"{target} (branch {self.table.branch} at snapshot {staged}, held for its publish group)")
+        self.fault("after_hold")
 
     def commit(self, report: PhaseReport) -> None:
         self.fault("before_publish")
@@ -489,6 +514,21 @@ class IcebergExecutor(PhaseExecutor[IcebergTable]):
 
         catalog.commit(existing, drop)
         return [f"{self.table.target} (branch {name} dropped)" for name in dropped]
+
+
+def _require_group_target(catalog: IcebergCatalog, target: Any, existing: Any | None) -> None:
+    """A publish group publishes its members in one multi-table commit, which a REST catalog offers
+    and which updates existing tables only (a new table would need a rename of its own)."""
+    if catalog.type != "rest":
+        raise UnsupportedTargetError(
+            f"publish groups need an Iceberg REST catalog (its multi-table commit); catalog {catalog.name!r} is "
+            f"type={catalog.type}"
+        )
+    if existing is None:
+        raise UnsupportedTargetError(
+            f"{target} does not exist: a publish group replaces existing tables in one commit; create it once "
+            "without publish_group"
+        )
 
 
 def _without_other_tries(base: Any, builder: Any, txn_id: str, try_number: int) -> Any:

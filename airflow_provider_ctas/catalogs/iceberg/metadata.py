@@ -43,7 +43,7 @@ REFRESH_ATTEMPTS = 6
 CATALOG_TYPES = ("hive", "rest", "jdbc")
 SERVICE_TYPES = {"rest": "REST", "jdbc": "JDBC"}
 """Catalogs that are a service the driver connects to as it opens the catalog."""
-_OUTCOME_UNKNOWN = (
+OUTCOME_UNKNOWN = (
     "CommitStateUnknownException",
     # A REST catalog's transport failures and 5xx answers: the request may have been applied.
     "RESTException",
@@ -212,7 +212,7 @@ class IcebergCatalog:
                 if name.endswith("CommitFailedException") and attempt < COMMIT_ATTEMPTS:
                     time.sleep(0.2 * attempt)
                     continue
-                if name.rsplit(".", 1)[-1] in _OUTCOME_UNKNOWN:
+                if name.rsplit(".", 1)[-1] in OUTCOME_UNKNOWN:
                     raise CommitUnknown(f"{table.name()}: the catalog did not say whether the commit applied") from exc
                 raise PublishError(f"could not commit {table.name()}'s metadata ({name}): {first_line(exc)}") from exc
         raise AssertionError("unreachable")

@@ -5,9 +5,12 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import TYPE_CHECKING, Any
 
+from airflow_provider_ctas.catalogs.iceberg.group_table import IcebergGroup
 from airflow_provider_ctas.catalogs.iceberg.table import FORMAT, IcebergTable
 from airflow_provider_ctas.catalogs.metastore.namespace import METASTORE_URIS, metastore_namespace, service_namespace
-from airflow_provider_ctas.catalogs.strategy import Strategy
+from airflow_provider_ctas.catalogs.strategy import RequestSpec, Strategy
+from airflow_provider_ctas.core.errors import InvalidInputError
+from airflow_provider_ctas.core.transaction import TwoPhaseTable
 
 if TYPE_CHECKING:
     from airflow_provider_ctas.catalogs.strategy import DriverSide
@@ -19,6 +22,20 @@ def _driver() -> DriverSide:
     from airflow_provider_ctas.catalogs.iceberg.driver import IcebergDriver
 
     return IcebergDriver()
+
+
+def _group_driver() -> DriverSide:
+    from airflow_provider_ctas.catalogs.iceberg.driver import IcebergGroupDriver
+
+    return IcebergGroupDriver()
+
+
+def _not_a_request(spec: RequestSpec) -> TwoPhaseTable:
+    raise InvalidInputError("a publish group is built by PublishGroupOperator from its members, not from a request")
+
+
+def _no_options(mode: str, table_format: str, superseded_retention: object) -> None:
+    raise InvalidInputError("a publish group has no table format of its own")
 
 
 def lineage_namespace(conf: Mapping[str, Any] | None, details: Mapping[str, Any] | None = None) -> str:
@@ -47,4 +64,18 @@ STRATEGY = Strategy(
     driver=_driver,
     lineage_namespace=lineage_namespace,
     gc_scope="named",
+    groups=True,
 )
+
+GROUP_STRATEGY = Strategy(
+    kind=IcebergGroup.kind,
+    formats=frozenset(),
+    catalogs=frozenset({SPARK_CATALOG_CLASS}),
+    validate=_not_a_request,
+    validate_target=IcebergTable.parse_target,
+    check_options=_no_options,
+    driver=_group_driver,
+    lineage_namespace=lineage_namespace,
+    audits=False,
+)
+"""Several Iceberg tables published in one REST catalog commit (``group.py``); no format selects it."""

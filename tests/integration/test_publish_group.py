@@ -1,0 +1,175 @@
+"""Publish groups on a REST catalog (the Iceberg project's own ``RESTCatalogServer``): members stage,
+audit and hold their tables through the real operator (``dag.test()``), and the publisher task
+publishes them all in one ``POST /transactions/commit`` or none. An independent reader (its own
+Spark 4.1 JVM) checks the tables through the same server."""
+
+from __future__ import annotations
+
+import json
+import threading
+import time
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from airflow_provider_ctas.catalogs.iceberg.group_table import GROUP, GROUP_SNAPSHOTS
+from airflow_provider_ctas.core import markers
+from ctas_devstack.iceberg_rest import IcebergRestCatalog
+from tests.support.dags import DAGS_FOLDER, xcom_value
+from tests.support.iceberg import iceberg_jar, leftovers, task_conf_on_spark41
+from tests.support.table_reader import TableReader
+
+pytestmark = [pytest.mark.integration, pytest.mark.slow, pytest.mark.formats, pytest.mark.xdist_group("iceberg_rest")]
+
+CATALOG, NAMESPACE = "lake", "grouped"
+FACTS, DIMS = f"{CATALOG}.{NAMESPACE}.facts", f"{CATALOG}.{NAMESPACE}.dims"
+
+GROUP_DAG = """\
+import datetime, json
+import pendulum
+from airflow.sdk import DAG
+from airflow_provider_ctas.operators import AtomicCtasOperator, PublishGroupOperator
+
+CONF = json.loads({conf!r})
+with DAG({dag_id!r}, schedule=None, start_date=pendulum.datetime(2024, 1, 1, tz="UTC"), catchup=False,
+         default_args={{"retries": {retries}, "retry_delay": datetime.timedelta(seconds=0)}}) as dag:
+    facts = AtomicCtasOperator(task_id="facts", sql={facts_sql!r}, target_table={facts!r}, mode="replace",
+                               table_format="iceberg", conf=CONF, publish_group="publish",
+                               checks=[{{"type": "not_null", "columns": ["v"]}}])
+    dims = AtomicCtasOperator(task_id="dims", sql={dims_sql!r}, target_table={dims!r}, mode="replace",
+                              table_format="iceberg", conf=CONF, publish_group="publish")
+    [facts, dims] >> PublishGroupOperator(task_id="publish")
+"""
+
+
+@pytest.fixture(scope="module")
+def rest(tmp_path_factory) -> Iterator[IcebergRestCatalog]:
+    server = IcebergRestCatalog(tmp_path_factory.mktemp("iceberg-rest-group")).start()
+    yield server
+    server.stop()
+
+
+@pytest.fixture(scope="module")
+def reader(rest, tmp_path_factory) -> Iterator[TableReader]:
+    conf = {
+        "spark.jars": iceberg_jar(),
+        "spark.sql.extensions": "org.apache.iceberg.spark.extensions.IcebergSparkSessionExtensions",  # DROP BRANCH
+        **rest.conf(CATALOG),
+        f"spark.sql.catalog.{CATALOG}.cache-enabled": "false",
+    }
+    session = TableReader(conf, tmp_path_factory.mktemp("group-reader") / "reader.log")
+    session.rows(f"CREATE NAMESPACE IF NOT EXISTS {CATALOG}.{NAMESPACE}")
+    yield session
+    session.close()
+
+
+@pytest.fixture
+def on_rest(monkeypatch, rest) -> dict[str, str]:
+    return task_conf_on_spark41(monkeypatch, {"spark.jars": iceberg_jar(), **rest.conf(CATALOG)})
+
+
+@pytest.fixture
+def tables(reader) -> None:
+    """Both members' tables at version 1 (created by someone else: a group replaces existing tables)."""
+    for name in (FACTS, DIMS):
+        reader.rows(f"DROP TABLE IF EXISTS {name} PURGE")
+        reader.rows(f"CREATE TABLE {name} USING iceberg AS SELECT id, 1 AS v FROM range(10)")
+
+
+def _run(dag_id: str, conf: dict[str, str], *, v: int = 2, dims_sql: str | None = None, retries: int = 0) -> Any:
+    path = DAGS_FOLDER / f"{dag_id}.py"
+    path.write_text(
+        GROUP_DAG.format(
+            conf=json.dumps(conf), dag_id=dag_id, retries=retries, facts=FACTS, dims=DIMS,
+            facts_sql=f"SELECT id, {v} AS v FROM range(20)",
+            dims_sql=dims_sql or f"SELECT id, {v} AS v FROM range(5)",
+        )
+    )  # fmt: skip
+    import importlib.util
+
+    spec = importlib.util.spec_from_file_location(f"test_dag_{dag_id}", path)
+    assert spec and spec.loader
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    run = module.dag.test()
+    states = {ti.task_id: (str(ti.state), ti.try_number) for ti in run.get_task_instances()}
+    return run.run_id, states
+
+
+def _versions(reader: TableReader) -> tuple[Any, Any]:
+    return (reader.value(f"SELECT max(v) FROM {FACTS}"), reader.value(f"SELECT max(v) FROM {DIMS}"))
+
+
+def _left(reader: TableReader) -> list[str]:
+    return leftovers(reader, f"{CATALOG}.{NAMESPACE}", FACTS) + leftovers(reader, f"{CATALOG}.{NAMESPACE}", DIMS)
+
+
+def test_a_group_publishes_every_member_in_one_commit_and_its_retry_finds_them_published(
+    airflow_db, reader, tables, on_rest, monkeypatch, tmp_path
+):
+    # The publisher's first try fails after its commit landed; its retry must report, not redo.
+    faults = {"after_group_publish": {"raise": "lost after the commit", "only_try": 1}}
+    monkeypatch.setenv("AIRFLOW_CTAS_FAULTS", json.dumps(faults))
+    run_id, states = _run("group_publish", on_rest, retries=1)
+    assert states["facts"][0] == states["dims"][0] == "success", states
+    assert states["publish"] == ("success", 2), states
+    assert _versions(reader) == (2, 2)
+    assert reader.value(f"SELECT count(*) FROM {FACTS}") == 20 and reader.value(f"SELECT count(*) FROM {DIMS}") == 5
+    facts, dims = reader.properties(FACTS), reader.properties(DIMS)
+    assert facts[GROUP] == dims[GROUP], "both were published by the same group run"
+    assert facts[GROUP_SNAPSHOTS] == dims[GROUP_SNAPSHOTS]
+    pinned = json.loads(facts[GROUP_SNAPSHOTS])
+    assert pinned[FACTS] == reader.value(f"SELECT snapshot_id FROM {FACTS}.refs WHERE name = 'main'")
+    assert pinned[DIMS] == reader.value(f"SELECT snapshot_id FROM {DIMS}.refs WHERE name = 'main'")
+    assert facts[markers.DAG_ID] == "group_publish" and facts[markers.TASK_ID] == "facts"
+    assert facts[markers.CHECKS].startswith("1/1"), "the member's audit is recorded on its published version"
+    assert _left(reader) == []
+    result = xcom_value("group_publish", run_id, "return_value")
+    outcomes = {name: member["outcome"] for name, member in result["members"].items()}
+    assert outcomes == {FACTS: "already_published", DIMS: "already_published"}, result
+
+
+def test_a_failed_member_publishes_no_member_and_removes_the_others_staging(airflow_db, reader, tables, on_rest):
+    failing = "SELECT id, raise_error('no dims today') AS v FROM range(5)"
+    _, states = _run("group_member_fails", on_rest, dims_sql=failing)
+    assert states["facts"][0] == "success" and states["dims"][0] == "failed", states
+    assert states["publish"][0] == "failed", states
+    assert _versions(reader) == (1, 1), "neither table changed"
+    assert _left(reader) == [], "the held member's branch and fence are removed"
+
+
+def test_a_superseded_member_makes_the_whole_group_commit_fail(
+    airflow_db, reader, tables, on_rest, monkeypatch, tmp_path
+):
+    """Between the members' holds and the commit, the dims member's branch goes (as a newer try's
+    begin removes it): the commit's requirement on that branch refuses the whole group, so facts,
+    whose own requirements hold, is not published either."""
+    progress, go = tmp_path / "progress", tmp_path / "go"
+    faults = {"progress_file": str(progress), "before_publish": {"wait_for": str(go)}}
+    monkeypatch.setenv("AIRFLOW_CTAS_FAULTS", json.dumps(faults))
+
+    dropped: list[str] = []
+
+    def supersede() -> None:
+        try:
+            deadline = time.monotonic() + 300
+            while "before_publish" not in (progress.read_text() if progress.exists() else ""):
+                if time.monotonic() > deadline:
+                    return  # the publisher never reached its commit: the assertions below say so
+                time.sleep(0.2)
+            branch = next(r[0] for r in reader.rows(f"SELECT name FROM {DIMS}.refs") if r[0] != "main")
+            reader.rows(f"ALTER TABLE {DIMS} DROP BRANCH `{branch}`")
+            dropped.append(branch)
+        finally:
+            Path(go).touch()
+
+    helper = threading.Thread(target=supersede, daemon=True)
+    helper.start()
+    _, states = _run("group_superseded", on_rest)
+    helper.join(timeout=60)
+    assert dropped, "the dims member's branch was dropped while the publisher waited at its commit"
+    assert states["publish"][0] == "failed", states
+    assert _versions(reader) == (1, 1), "no member was published"
+    assert _left(reader) == [], "the publisher's failed commit removed every member's staging"
