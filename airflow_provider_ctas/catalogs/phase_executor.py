@@ -109,7 +109,7 @@ class PhaseExecutor(ABC, Generic[T]):
         raise InvalidInputError(f"durable=True is not supported for {self.table.format_name} tables yet")
 
     def fault(self, point: str) -> None:
-        faults.inject(self.request.faults, point, self.table.try_number, self.log.info)
+        faults.inject(self.request.faults, point, self.table.try_number, self.log.info, self.table.target.qualified)
 
     @abstractmethod
     def begin(self, report: PhaseReport) -> None: ...

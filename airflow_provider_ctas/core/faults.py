@@ -1,7 +1,8 @@
 """Fault injection for this provider's own test suite (``AIRFLOW_CTAS_FAULTS``); a no-op in production,
 where the fault map is empty.
 
-A fault is ``{point: {"sleep": s, "wait_for": path, "raise": text, "only_try": n}}`` plus an optional
+A fault is ``{point: {"sleep": s, "wait_for": path, "raise": text, "only_try": n, "only_target": t}}``
+(``only_target``: the qualified table name of the run it applies to) plus an optional
 ``"progress_file"`` to which every reached point is appended as ``"<point> try=<n>"``, so a test can
 act (kill a process) exactly there.
 """
@@ -16,12 +17,14 @@ from typing import Any
 from airflow_provider_ctas.core.errors import PublishError
 
 
-def inject(faults: Mapping[str, Any], point: str, try_number: int, say: Callable[[str], object]) -> None:
+def inject(
+    faults: Mapping[str, Any], point: str, try_number: int, say: Callable[[str], object], target: str | None = None
+) -> None:
     spec = faults.get(point)
     if not isinstance(spec, dict):
         return
-    only_try = spec.get("only_try")
-    if only_try is not None and only_try != try_number:
+    only_try, only_target = spec.get("only_try"), spec.get("only_target")
+    if (only_try is not None and only_try != try_number) or (only_target is not None and only_target != target):
         return
     progress_file = faults.get("progress_file")
     if isinstance(progress_file, str):

@@ -97,7 +97,7 @@ class PublishGroupOperator(BaseOperator):
             held = [t for t in tables.values() if _holds(t)]
             missing = sorted(task for task, t in tables.items() if not _holds(t) and not _published(t))
             if missing:
-                self._abort(context, held)
+                self._abort(context, [t for t in tables.values() if isinstance(t, IcebergTable) and not _published(t)])
                 raise GroupMemberFailedError(
                     f"publish group {self.task_id!r}: members {missing} did not prepare; no member was published"
                     + (f" and the staging of {sorted(str(t.target) for t in held)} was removed" if held else "")
@@ -135,14 +135,15 @@ class PublishGroupOperator(BaseOperator):
         members = result.details.get("members")
         return dict(members) if isinstance(members, dict) else {}
 
-    def _abort(self, context: Context, held: list[IcebergTable]) -> None:
-        if not held or self._runner is None:
+    def _abort(self, context: Context, members: list[IcebergTable]) -> None:
+        """Removes the staging of every member's tries up to the one its XCom names (held or not)."""
+        if not members or self._runner is None:
             return
-        group = self._group(context, held)
+        group = self._group(context, members)
         request = PhaseRequest(phases=ABORT_PHASES, table=group.to_dict(), faults=faults_from_environment())
         result = self._runner.run(request, name=f"airflow-ctas group {self.task_id} abort")
         if result.ok:
-            self.log.info("abort: the held members' staging is removed")
+            self.log.info("abort: the members' staging is removed")
         else:
             self.log.error("abort: failed (%s); the members' next tries or a GC pass remove it", result.error)
 

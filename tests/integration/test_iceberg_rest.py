@@ -10,15 +10,15 @@ compare-and-swap is not available.
 
 from __future__ import annotations
 
+import signal
 import time
-from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
 
 from airflow_provider_ctas.core import markers
 from ctas_devstack.iceberg_rest import IcebergRestCatalog
-from tests.support.dags import DAGS_FOLDER, make_dag
+from tests.support.dags import DAGS_FOLDER, make_dag, xcom_value
 from tests.support.faults import Trial, check_observations, summarize
 from tests.support.format_scenarios import FormatProbe, record_format_cell, zombie_in_publish_window
 from tests.support.iceberg import iceberg_ctas, iceberg_jar, leftovers, probe, task_conf_on_spark41
@@ -33,20 +33,10 @@ NAMESPACE = "analytics"
 TRY_SQL = "SELECT id, CAST({{ ti.try_number }} AS BIGINT) AS written_by_try FROM range(100)"
 
 
-@pytest.fixture(scope="module")
-def rest(tmp_path_factory) -> Iterator[IcebergRestCatalog]:
-    server = IcebergRestCatalog(tmp_path_factory.mktemp("iceberg-rest")).start()
-    yield server
-    server.stop()
-
-
-@pytest.fixture(scope="module")
-def reader(rest, tmp_path_factory) -> Iterator[TableReader]:
-    conf = {"spark.jars": iceberg_jar(), **rest.conf(CATALOG), f"spark.sql.catalog.{CATALOG}.cache-enabled": "false"}
-    session = TableReader(conf, tmp_path_factory.mktemp("rest-reader") / "reader.log")
-    session.rows(f"CREATE NAMESPACE IF NOT EXISTS {CATALOG}.{NAMESPACE}")
-    yield session
-    session.close()
+@pytest.fixture
+def reader(rest_reader: TableReader) -> TableReader:
+    rest_reader.rows(f"CREATE NAMESPACE IF NOT EXISTS {CATALOG}.{NAMESPACE}")
+    return rest_reader
 
 
 @pytest.fixture
@@ -195,4 +185,41 @@ def test_partition_transforms_create_and_overwrite_only_their_partitions(stack, 
     assert "partition_by ['months(ts)'] differs from" in txn["details"]["error"]["message"]
     assert "partitioning ['days(ts)']" in txn["details"]["error"]["message"]
     assert "prepare" not in [p["phase"] for p in txn["details"]["phases"]]
+    assert _leftovers(reader, target) == []
+
+
+def test_a_durable_replace_whose_task_died_at_the_decision_is_published_by_the_next_try_without_the_query(
+    stack, reader, on_rest, tmp_path
+):
+    """Try 1 writes and audits on its branch, records it and asks for the decision; its task's
+    process group (the task and its spark-submit) is SIGKILLed there. Try 2 adopts the branch in
+    one metadata swap and publishes the snapshot try 1 wrote; its query never runs."""
+    target = f"{CATALOG}.{NAMESPACE}.durable"
+    reader.rows(f"DROP TABLE IF EXISTS {target} PURGE")
+    reader.rows(f"CREATE TABLE {target} USING iceberg AS SELECT id, CAST(0 AS BIGINT) AS written_by_try FROM range(5)")
+    dag_id = "rest_durable"
+    make_dag(dag_id, retries=1, target_table=target, mode="replace", table_format="iceberg", conf=on_rest,
+             durable=True, sql="SELECT id, CAST(1 AS BIGINT) AS written_by_try FROM range(100)",
+             checks=[{"type": "unique", "columns": ["id"]}])  # fmt: skip
+    progress = tmp_path / "progress"
+    faults = {"progress_file": str(progress), "before_decision": {"sleep": 600, "only_try": 1}}
+    first = Trial(DAGS_FOLDER / f"{dag_id}.py", dag_id, "durable", tmp_path / "try1.log", faults).start()
+    wait_for_line(progress, "before_decision try=1", timeout=240)
+    kept = [k for k in reader.properties(target) if k.startswith("airflow_ctas.prepared.")]
+    first.signal_group(signal.SIGKILL)
+    first.wait()
+    assert len(kept) == 1, "try 1 recorded its branch before it asked for the decision"
+    staged = reader.value(f"SELECT snapshot_id FROM {target}.refs WHERE name != 'main'")
+    assert reader.value(f"SELECT count(*) FROM {target}") == 5, "nothing was published"
+
+    second = Trial(DAGS_FOLDER / f"{dag_id}.py", dag_id, "durable", tmp_path / "try2.log").start().wait()
+    assert second == "success", (tmp_path / "try2.log").read_text(errors="replace")[-3000:]
+    txn = xcom_value(dag_id, "durable", "ctas_transaction")
+    assert txn["details"]["adopted_from_try"] == 1, txn["details"]
+    prepare = next(p for p in txn["details"]["phases"] if p["phase"] == "prepare")
+    assert "the query did not run" in prepare["note"], prepare
+    assert reader.value(f"SELECT snapshot_id FROM {target}.refs WHERE name = 'main'") == staged, "try 1's snapshot"
+    assert reader.value(f"SELECT count(*) FROM {target}") == 100
+    props = reader.properties(target)
+    assert props[markers.TRY_NUMBER] == "2" and props[markers.CHECKS].startswith("1/1"), props
     assert _leftovers(reader, target) == []

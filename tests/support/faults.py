@@ -128,6 +128,7 @@ class Trial:
     log: Path
     faults: dict[str, Any] = field(default_factory=dict)
     env: dict[str, str] = field(default_factory=dict)
+    task_id: str = "ctas"
     pid: int = 0
     _exited: int | None = None
     """A pidfd: readable once the try's process has exited (it is the zygote's child, not ours)."""
@@ -138,7 +139,8 @@ class Trial:
         if self.faults:
             env["AIRFLOW_CTAS_FAULTS"] = json.dumps(self.faults)
         env.update(self.env)
-        self.pid = Zygote.shared().fork([str(self.dag_file), self.dag_id, self.run_id], env, str(self.log))
+        args = [str(self.dag_file), self.dag_id, self.run_id, self.task_id]
+        self.pid = Zygote.shared().fork(args, env, str(self.log))
         try:
             self._exited = os.pidfd_open(self.pid)
         except ProcessLookupError:  # over already

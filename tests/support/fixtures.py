@@ -15,9 +15,11 @@ from typing import TYPE_CHECKING
 import pytest
 
 from ctas_devstack.connect_server import ConnectServer
+from ctas_devstack.iceberg_rest import IcebergRestCatalog
 from ctas_devstack.metastore import HiveMetastore
 from ctas_devstack.s3 import S3Server, s3_jars
 from tests.support.jvm import JVM_FLAGS, READER_SPARK_CONF, ensure_archive, s3_dist_classpath, submit_opts
+from tests.support.table_reader import TableReader
 
 if TYPE_CHECKING:
     from pyspark.sql import SparkSession
@@ -85,6 +87,34 @@ def connect_server(metastore: HiveMetastore) -> Iterator[ConnectServer]:
     os.environ[f"AIRFLOW_CONN_{CONNECT_CONN_ID.upper()}"] = json.dumps(conn)
     yield server
     server.stop()
+
+
+REST_CATALOG = "lake"
+
+
+@pytest.fixture(scope="session")
+def rest(tmp_path_factory: pytest.TempPathFactory) -> Iterator[IcebergRestCatalog]:
+    """The Iceberg project's REST catalog server, once per test worker (the modules that use it share
+    an xdist group, so one worker starts it)."""
+    server = IcebergRestCatalog(tmp_path_factory.mktemp("iceberg-rest")).start()
+    yield server
+    server.stop()
+
+
+@pytest.fixture(scope="session")
+def rest_reader(rest: IcebergRestCatalog, tmp_path_factory: pytest.TempPathFactory) -> Iterator[TableReader]:
+    """An independent reader of the REST catalog (its own Spark 4.1 JVM, Iceberg's SQL extensions)."""
+    from tests.support.iceberg import iceberg_jar
+
+    conf = {
+        "spark.jars": iceberg_jar(),
+        "spark.sql.extensions": "org.apache.iceberg.spark.extensions.IcebergSparkSessionExtensions",
+        **rest.conf(REST_CATALOG),
+        f"spark.sql.catalog.{REST_CATALOG}.cache-enabled": "false",
+    }
+    session = TableReader(conf, tmp_path_factory.mktemp("rest-reader") / "reader.log")
+    yield session
+    session.close()
 
 
 @pytest.fixture(scope="session")

@@ -9,7 +9,7 @@ from typing import Any
 
 import pytest
 
-from airflow_provider_ctas.catalogs.iceberg.fence import FENCE_PREFIX, LEGACY_BEGUN_PREFIX
+from airflow_provider_ctas.catalogs.iceberg.fence import FENCE_PREFIX, LEGACY_BEGUN_PREFIX, PREPARED_PREFIX
 from ctas_devstack.jars import locked_jars
 from ctas_devstack.metastore import HiveMetastore
 from tests.support.dags import make_dag, run_dag, xcom_value
@@ -51,7 +51,7 @@ def leftovers(reader: TableReader, namespace: str, table: str) -> list[str]:
     if not reader.exists(table):
         return staging
     branches = [r[0] for r in reader.rows(f"SELECT name FROM {table}.refs WHERE name != 'main'")]
-    fences = [k for k in reader.properties(table) if k.startswith((FENCE_PREFIX, LEGACY_BEGUN_PREFIX))]
+    fences = [k for k in reader.properties(table) if k.startswith((FENCE_PREFIX, LEGACY_BEGUN_PREFIX, PREPARED_PREFIX))]
     return staging + branches + fences
 
 

@@ -76,15 +76,15 @@ def test_a_staging_for_another_publish_does_not_fit():
     assert "kind" in mismatch(RECORD, mechanism="flip", columns=[("id", "int")], registered=True)
 
 
-def test_the_operator_takes_durable_for_session_catalog_formats_and_refuses_it_elsewhere():
+def test_the_operator_takes_durable_for_session_catalog_formats_and_iceberg_and_refuses_it_for_delta():
     make: dict[str, Any] = {"task_id": "t", "sql": "SELECT 1", "target_table": "db.t"}
     assert AtomicCtasOperator(**make, durable=True).durable is True
     assert "durable" in AtomicCtasOperator.template_fields
     assert AtomicCtasOperator(**make, durable="{{ params.durable }}").durable == "{{ params.durable }}"
     with pytest.raises(InvalidInputError, match="not supported for 'delta'"):
         AtomicCtasOperator(**make, table_format="delta", durable=True)
-    with pytest.raises(InvalidInputError, match="not supported for 'iceberg'"):
-        AtomicCtasOperator(**{**make, "target_table": "c.db.t"}, table_format="iceberg", durable="true")
+    iceberg = {**make, "target_table": "c.db.t", "mode": "replace"}
+    assert AtomicCtasOperator(**iceberg, table_format="iceberg", durable="true").durable == "true"
     with pytest.raises(InvalidInputError, match="true or false"):
         AtomicCtasOperator(**make, durable="sometimes")
 
@@ -132,3 +132,30 @@ def test_a_reserved_name_promises_its_own_try_or_the_adopter_its_record_names():
     assert not ownership.is_staging_named(adopted, name, adopted_by=2)
     assert ownership.holds_staging(adopted, "a" * 32, 1, up_to=3)
     assert not ownership.holds_staging(adopted, "a" * 32, 1, up_to=2)  # a newer try holds it: not this one's to drop
+
+
+def test_an_iceberg_kept_branch_is_adopted_by_a_later_try_of_its_transaction_with_its_digest():
+    from airflow_provider_ctas.catalogs.iceberg import fence
+    from airflow_provider_ctas.catalogs.iceberg.adoption import KeptBranch, candidate
+
+    record = PreparedRecord(
+        txn_id="t" * 32, digest="d" * 64, prepared_by_try=1, held_by_try=1, row_count=5, mechanism="branch",
+        columns=(("id", "bigint"),), registered=False, prepared_at="2026-11-28T00:00:00+00:00",
+    )  # fmt: skip
+    kept = KeptBranch(record, snapshot_id=11, base_snapshot_id=10)
+    assert KeptBranch.parse(kept.to_json()) == kept
+    assert KeptBranch.parse("{not json") is None
+    props = {fence.prepared_key("t" * 32, 1): kept.to_json(), fence.prepared_key("t" * 32, 2): "garbled"}
+    assert candidate(props, "t" * 32, 2, "d" * 64) == kept
+    assert candidate(props, "t" * 32, 2, "e" * 64) is None, "another digest: the query or settings changed"
+    assert candidate(props, "u" * 32, 2, "d" * 64) is None, "another transaction's record"
+    assert candidate(props, "t" * 32, 1, "d" * 64) is None, "only a later try adopts"
+    adopted = kept.held_by(2)
+    later = {fence.prepared_key("t" * 32, 2): adopted.to_json()}
+    assert candidate(later, "t" * 32, 3, "d" * 64) == adopted, "an adopter's record is adoptable in turn"
+    moved = {fence.prepared_key("t" * 32, 3): adopted.to_json()}
+    assert candidate(moved, "t" * 32, 4, "d" * 64) is None, "a record under another try's key is not trusted"
+    assert sorted(fence.keys_of({**props, fence.fence_key("t" * 32, 1): "{}"}, "t" * 32, up_to=1)) == [
+        fence.fence_key("t" * 32, 1),
+        fence.prepared_key("t" * 32, 1),
+    ], "a try's record goes wherever its fence goes"

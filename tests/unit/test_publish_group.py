@@ -5,7 +5,7 @@ from __future__ import annotations
 import pytest
 
 from airflow_provider_ctas.catalogs import load_two_phase_table, strategy_for
-from airflow_provider_ctas.catalogs.iceberg.group_table import IcebergGroup
+from airflow_provider_ctas.catalogs.iceberg.group_table import IcebergGroup, require_held
 from airflow_provider_ctas.catalogs.iceberg.table import IcebergTable
 from airflow_provider_ctas.core.errors import CorruptStateError, InvalidInputError
 from airflow_provider_ctas.core.modes import Mode
@@ -46,7 +46,6 @@ def test_a_group_round_trips_with_its_members_as_they_held() -> None:
 @pytest.mark.parametrize(
     ("members", "message"),
     [
-        ((_member("facts"), _member("dims", held=False)), "holds no staged snapshot"),
         ((_member("facts"), _member("facts")), "names a table twice"),
         ((_member("facts"), _member("dims", catalog="other")), "in one catalog"),
     ],
@@ -54,6 +53,12 @@ def test_a_group_round_trips_with_its_members_as_they_held() -> None:
 def test_a_group_that_cannot_publish_together_does_not_load(members: tuple[IcebergTable, ...], message: str) -> None:
     with pytest.raises(CorruptStateError, match=message):
         load_two_phase_table(_group(*members).to_dict())
+
+
+def test_only_held_members_can_be_published() -> None:
+    require_held((_member("facts"),))
+    with pytest.raises(CorruptStateError, match="holds no staged snapshot"):
+        require_held((_member("facts"), _member("dims", held=False)))
 
 
 def test_a_group_never_loads_a_member_of_another_kind() -> None:

@@ -28,16 +28,18 @@ from typing import TYPE_CHECKING, Any
 from airflow_provider_ctas.catalogs.analysis import analyse_query, describe_schema
 from airflow_provider_ctas.catalogs.audit import AuditTarget
 from airflow_provider_ctas.catalogs.existing_target import after_lost_race, nothing_to_do
-from airflow_provider_ctas.catalogs.iceberg import fence
+from airflow_provider_ctas.catalogs.iceberg import adoption, fence
 from airflow_provider_ctas.catalogs.iceberg import metadata as md
+from airflow_provider_ctas.catalogs.iceberg.adoption import KeptBranch
 from airflow_provider_ctas.catalogs.iceberg.metadata import IcebergCatalog
 from airflow_provider_ctas.catalogs.iceberg.rebase import partition_names, rebase
-from airflow_provider_ctas.catalogs.iceberg.table import IcebergTable, branch_try
+from airflow_provider_ctas.catalogs.iceberg.table import IcebergTable, branch_name, branch_try
 from airflow_provider_ctas.catalogs.metastore.catalog import now_iso
 from airflow_provider_ctas.catalogs.phase_executor import PhaseExecutor
 from airflow_provider_ctas.catalogs.provenance import new_table_properties, try_markers
 from airflow_provider_ctas.catalogs.query import as_subquery
 from airflow_provider_ctas.core import markers
+from airflow_provider_ctas.core.durable import PreparedRecord, mismatch
 from airflow_provider_ctas.core.errors import (
     DatabaseNotFoundError,
     FencedError,
@@ -78,6 +80,8 @@ class IcebergExecutor(PhaseExecutor[IcebergTable]):
         """Each ``partition_by`` entry's field name in the target's partition struct (``ts_day``)."""
         self.schema: StructType | None = None
         self.holds = "hold" in request.phases
+        self.adopted: KeptBranch | None = None
+        """With ``durable=True``: the earlier try's kept branch this try took over (``adoption.py``)."""
         """A publish group's member: it stages on a branch and its publisher publishes."""
 
     def clean_up_this_try(self) -> list[str]:
@@ -112,7 +116,8 @@ class IcebergExecutor(PhaseExecutor[IcebergTable]):
             catalog.check_publish_by_rename()
             report.touched.append(self._create_staging(schema))
         else:
-            report.touched.append(self._create_branch(existing, schema))
+            adopted = self._adopt(existing, schema) if self.request.durable and self.table.try_number > 1 else None
+            report.touched.append(adopted or self._create_branch(existing, schema))
         self.progress.reached = Reached.BEGUN
 
     def _nothing_to_do(self, props: Mapping[str, str]) -> bool:
@@ -181,7 +186,90 @@ class IcebergExecutor(PhaseExecutor[IcebergTable]):
         self.details["base_snapshot_id"] = self.base_snapshot
         return f"{target} (branch {branch} from snapshot {self.base_snapshot}; fence raised to try {try_number})"
 
+    def _adopt(self, existing: Any, schema: StructType) -> str | None:
+        """Takes over an earlier try's kept branch (durable=True) in one metadata swap; None when
+        there is none this try may adopt, and it stages its own."""
+        catalog, target, txn, try_number = self._catalog(), self.table.target, self.table.txn_id, self.table.try_number
+        current = catalog.refresh(existing)
+        kept = adoption.candidate(md.properties(current), txn, try_number, self.request.durable or "")
+        if kept is None:
+            return None
+        earlier = kept.record.held_by_try
+        why = mismatch(kept.record, mechanism="branch", columns=adoption.columns_of(schema), registered=False)
+        if why:
+            self.log.info(f"begin: not adopting the branch kept by try {earlier}: {why}")
+            return None
+        self.partition_fields = _require_same_shape(target.qualified, current, schema, self.table.partition_by)
+        held, mine = branch_name(txn, earlier), kept.held_by(try_number)
+        begun = fence.begun_record(now_iso(), self.table.key.to_dict())
+
+        def adopt(base: Any, builder: Any) -> Any:
+            props = md.properties(base)
+            fenced_at = fence.newest(props, txn) or 0
+            if fenced_at > try_number:
+                raise FencedError(f"try {fenced_at} of this task instance has begun; try {try_number} must not")
+            if md.refs(base).get(held) != kept.snapshot_id or md.main_snapshot(base) != kept.base_snapshot_id:
+                raise adoption.NotAdoptable
+            builder = _without_other_tries(base, builder, txn, try_number)
+            older = fence.keys_of(props, txn, up_to=try_number - 1)
+            if older:
+                builder = builder.removeProperties(catalog.java_set(older))
+            return builder.setRef(self.table.branch, catalog.branch_ref(kept.snapshot_id)).setProperties(
+                {fence.fence_key(txn, try_number): begun, fence.prepared_key(txn, try_number): mine.to_json()}
+            )
+
+        try:
+            catalog.commit(existing, adopt)
+        except adoption.NotAdoptable:
+            self.log.info(f"begin: the branch kept by try {earlier} changed meanwhile; staging this try's own")
+            return None
+        self.spark.sql(f"REFRESH TABLE {target.quoted}")
+        self.adopted, self.base_snapshot = mine, kept.base_snapshot_id
+        self.details.update(
+            publish_mechanism="branch", base_snapshot_id=kept.base_snapshot_id, snapshot_id=kept.snapshot_id,
+            row_count=kept.record.row_count, adopted_from_try=kept.record.prepared_by_try,
+        )  # fmt: skip
+        return (
+            f"{target} (branch {held} adopted as {self.table.branch} at snapshot {kept.snapshot_id}, prepared by try "
+            f"{kept.record.prepared_by_try}; fence raised to try {try_number})"
+        )
+
+    def keep_for_next_try(self, digest: str) -> str:
+        target, txn, try_number = self.table.target, self.table.txn_id, self.table.try_number
+        existing = self._catalog().load(target)
+        if self.base_snapshot is None or self.schema is None or existing is None:
+            raise UnsupportedTargetError(
+                "a new Iceberg table's staging is not kept for the next try (only a branch is)"
+            )
+        kept = self.adopted or KeptBranch(
+            PreparedRecord(
+                txn_id=txn, digest=digest, prepared_by_try=try_number, held_by_try=try_number,
+                row_count=int(self.details.get("row_count") or 0), mechanism="branch",
+                columns=adoption.columns_of(self.schema), registered=False, prepared_at=now_iso(),
+                checks=tuple(self.details.get("checks") or ()),
+                checks_summary=self.audit_provenance().get(markers.CHECKS, ""),
+            ),
+            int(self.details["snapshot_id"]),
+            self.base_snapshot,
+        )  # fmt: skip
+        key = fence.prepared_key(txn, try_number)
+
+        def record(base: Any, builder: Any) -> Any:
+            self._still_ours(base)
+            return builder.setProperties({key: kept.to_json()})
+
+        self._catalog().commit(existing, record)
+        return f"{target} (property {key})"
+
     def prepare(self, report: PhaseReport) -> None:
+        if self.adopted is not None:
+            record = self.adopted.record
+            report.note = f"adopted the branch of try {record.prepared_by_try}; the query did not run"
+            report.touched.append(
+                f"{self.table.target} ({record.row_count} rows on branch {self.table.branch}, adopted)"
+            )
+            self.progress.reached = Reached.PREPARED
+            return
         if self.request.sql is None:
             raise InvalidInputError("no SQL was sent for this transaction")
         self.fault("before_write")
@@ -213,6 +301,20 @@ class IcebergExecutor(PhaseExecutor[IcebergTable]):
         if self.base_snapshot is None:
             return self.table.staging_table().quoted
         return f"{self.table.target.quoted}.{quote('branch_' + self.table.branch)}"
+
+    def audit(self, report: PhaseReport) -> None:
+        if self.adopted is None:
+            super().audit(report)
+            return
+        record = self.adopted.record  # the same checks (the digest says so) passed on this very snapshot
+        self.details["checks"] = list(record.checks)
+        report.note = f"checks passed in try {record.prepared_by_try}: {record.checks_summary}"
+
+    def audit_provenance(self) -> dict[str, str]:
+        if self.adopted is None:
+            return super().audit_provenance()
+        summary = self.adopted.record.checks_summary
+        return {markers.CHECKS: summary} if summary else {}
 
     def audit_target(self) -> AuditTarget:
         if self.base_snapshot is None:

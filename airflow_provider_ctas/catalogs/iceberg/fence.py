@@ -21,6 +21,9 @@ from airflow_provider_ctas.core.identifiers import PROVIDER_PROPERTY_PREFIX
 
 FENCE_PREFIX = PROVIDER_PROPERTY_PREFIX + "fence."
 LEGACY_BEGUN_PREFIX = PROVIDER_PROPERTY_PREFIX + "fence_begun."
+PREPARED_PREFIX = PROVIDER_PROPERTY_PREFIX + "prepared."
+"""``prepared.<txn_id>.<try>``: with ``durable=True``, the record of the branch that try holds for the
+next one (``adoption.py``); it goes wherever the try's fence goes."""
 
 
 def fence_key(txn_id: str, try_number: int) -> str:
@@ -70,10 +73,24 @@ def began(props: Mapping[str, str], txn_id: str, try_number: int) -> dict[str, A
     return record if isinstance(record, dict) else {}
 
 
+def prepared_key(txn_id: str, try_number: int) -> str:
+    return f"{PREPARED_PREFIX}{txn_id}.{try_number}"
+
+
+def prepared(props: Mapping[str, str], txn_id: str) -> dict[int, str]:
+    """Per try, the prepared record it left (its text, unparsed)."""
+    prefix, found = f"{PREPARED_PREFIX}{txn_id}.", {}
+    for key, value in props.items():
+        if key.startswith(prefix) and key[len(prefix) :].isdigit():
+            found[int(key[len(prefix) :])] = value
+    return found
+
+
 def keys_of(props: Mapping[str, str], txn_id: str, up_to: int | None = None) -> list[str]:
-    """The property keys of the transaction's fences (of tries ``<= up_to`` when given), with an
-    earlier release's begin record beside its fence."""
+    """The property keys of the transaction's fences and prepared records (of tries ``<= up_to``
+    when given), with an earlier release's begin record beside its fence."""
     keys = [key for number, key in tries(props, txn_id).items() if up_to is None or number <= up_to]
     if FENCE_PREFIX + txn_id in keys and LEGACY_BEGUN_PREFIX + txn_id in props:
         keys.append(LEGACY_BEGUN_PREFIX + txn_id)
+    keys += [prepared_key(txn_id, n) for n in prepared(props, txn_id) if up_to is None or n <= up_to]
     return sorted(keys)

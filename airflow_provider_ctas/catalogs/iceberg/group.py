@@ -19,7 +19,7 @@ from typing import TYPE_CHECKING, Any
 
 from airflow_provider_ctas.catalogs.iceberg import fence
 from airflow_provider_ctas.catalogs.iceberg import metadata as md
-from airflow_provider_ctas.catalogs.iceberg.group_table import GROUP, GROUP_SNAPSHOTS, IcebergGroup, held
+from airflow_provider_ctas.catalogs.iceberg.group_table import GROUP, GROUP_SNAPSHOTS, IcebergGroup, held, require_held
 from airflow_provider_ctas.catalogs.iceberg.metadata import IcebergCatalog
 from airflow_provider_ctas.catalogs.iceberg.table import IcebergTable, branch_try
 from airflow_provider_ctas.catalogs.metastore.catalog import now_iso
@@ -96,6 +96,7 @@ class IcebergGroupExecutor:
     # -- commit --------------------------------------------------------------------------------
 
     def commit(self, report: PhaseReport) -> None:
+        require_held(self.group.members)
         catalog, published_at = self.catalog(), now_iso()
         snapshots = json.dumps({m.target.qualified: held(m)["snapshot_id"] for m in self.group.members}, sort_keys=True)
         tables = {member.txn_id: self._load(member) for member in self.group.members}
@@ -197,7 +198,7 @@ class IcebergGroupExecutor:
         try:
             landed = [m for m in pending if self._landed(m, tables[m.txn_id])]
             if len(landed) < len(pending):
-                report.touched += self.clean_up_this_try()
+                report.touched += self._remove_staging()
                 landed = [m for m in pending if self._landed(m, tables[m.txn_id])]
         except Exception as exc:  # noqa: BLE001 - the outcome is unknown until the catalog answers
             raise PublishError(
@@ -220,11 +221,17 @@ class IcebergGroupExecutor:
     # -- abort ---------------------------------------------------------------------------------
 
     def abort(self, report: PhaseReport) -> None:
-        report.touched += self.clean_up_this_try()
+        report.touched += self._remove_staging()
         self.progress.reached = Reached.ABORTED
         self.progress.outcome = Outcome.ABORTED
 
     def clean_up_this_try(self) -> list[str]:
+        """Nothing: a publisher run that failed before its commit (its task lost, the catalog
+        unreachable) leaves the members' held staging to its next try, which publishes it; a
+        refused commit has removed it already, and GC removes what no try publishes."""
+        return []
+
+    def _remove_staging(self) -> list[str]:
         """Every member's branches of its tries up to the held one, with their fences (one metadata
         swap per table, only while no newer try of the member raised a fence)."""
         catalog, touched = self.catalog(), []

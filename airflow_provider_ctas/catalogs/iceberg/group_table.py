@@ -54,11 +54,7 @@ class IcebergGroup(TwoPhaseTable):
 
 
 def check_members(members: tuple[IcebergTable, ...]) -> tuple[IcebergTable, ...]:
-    """Members that can be published together: each held, distinct tables, one catalog."""
-    for member in members:
-        held(member)
-        if member.state is not TxnState.PREPARED:
-            raise CorruptStateError(f"{member.target} is {member.state.value}, not prepared")
+    """Members that can be in one group: distinct tables in one catalog."""
     targets = [member.target.qualified for member in members]
     if len(set(targets)) != len(targets):
         raise CorruptStateError(f"a publish group names a table twice: {sorted(targets)}")
@@ -66,3 +62,11 @@ def check_members(members: tuple[IcebergTable, ...]) -> tuple[IcebergTable, ...]
     if len(catalogs) != 1:
         raise CorruptStateError(f"a publish group's tables must be in one catalog, not {sorted(map(str, catalogs))}")
     return members
+
+
+def require_held(members: tuple[IcebergTable, ...]) -> None:
+    """Only members that prepared and hold their staging can be published (an abort takes any)."""
+    for member in members:
+        held(member)
+        if member.state is not TxnState.PREPARED:
+            raise CorruptStateError(f"{member.target} is {member.state.value}, not prepared")

@@ -65,6 +65,7 @@ STRATEGY = Strategy(
     lineage_namespace=lineage_namespace,
     gc_scope="named",
     groups=True,
+    durable=True,
 )
 
 GROUP_STRATEGY = Strategy(

@@ -53,7 +53,7 @@ class RunContext:
         return self.table.staging_table()
 
     def fault(self, point: str) -> None:
-        faults.inject(self.request.faults, point, self.table.try_number, self.log.info)
+        faults.inject(self.request.faults, point, self.table.try_number, self.log.info, self.table.target.qualified)
 
     def after_publish(self, label: str, step: Callable[[], None]) -> None:
         """Run a step that follows the publish: the publish stands whatever happens, so a failure is
