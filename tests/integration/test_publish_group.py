@@ -266,3 +266,26 @@ def test_a_publisher_killed_while_it_decides_publishes_nothing_and_its_next_try_
     assert second == "success", (tmp_path / "publish2.log").read_text(errors="replace")[-3000:]
     assert _versions(reader) == (2, 2)
     assert _left(reader) == []
+
+
+def test_a_member_killed_after_it_held_publishes_no_member_and_every_members_staging_goes(
+    airflow_db, reader, tables, on_rest, tmp_path
+):
+    """The dims member's process group is SIGKILLed right after its driver held its branch, before
+    the task recorded it: the publisher finds dims not prepared, publishes nothing and removes both
+    members' branches and fences (dims' too: its markers name the try its XCom names)."""
+    dag_id, run_id = "group_member_killed", "killed"
+    dag_file = _write(dag_id, on_rest)
+    assert Trial(dag_file, dag_id, run_id, tmp_path / "facts.log", task_id="facts").start().wait() == "success"
+    progress = tmp_path / "progress"
+    faults = {"progress_file": str(progress), "after_hold": {"sleep": 600, "only_target": DIMS}}
+    dims = Trial(dag_file, dag_id, run_id, tmp_path / "dims.log", faults, task_id="dims").start()
+    wait_for_line(progress, "after_hold try=1", timeout=240)
+    dims.signal_group(signal.SIGKILL)
+    dims.wait()
+    assert len(_left(reader)) == 4, "both members' branches and fences are there when the publisher runs"
+    publisher = Trial(dag_file, dag_id, run_id, tmp_path / "publish.log", task_id="publish").start().wait()
+    assert publisher == "failed", publisher
+    assert "GROUP_MEMBER_FAILED" in (tmp_path / "publish.log").read_text(errors="replace")
+    assert _versions(reader) == (1, 1), "no member was published"
+    assert _left(reader) == [], "every member's staging is removed"
