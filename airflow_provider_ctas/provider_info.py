@@ -36,6 +36,7 @@ def get_provider_info() -> dict[str, Any]:
                 "python-modules": [
                     "airflow_provider_ctas.operators.atomic_ctas",
                     "airflow_provider_ctas.operators.gc",
+                    "airflow_provider_ctas.operators.publish_group",
                 ],
             }
         ],

@@ -21,7 +21,11 @@ def test_provider_info_lists_the_operator():
     assert info["package-name"] == "airflow-provider-ctas"
     assert info["versions"] == [__version__]
     modules = info["operators"][0]["python-modules"]
-    assert modules == ["airflow_provider_ctas.operators.atomic_ctas", "airflow_provider_ctas.operators.gc"]
+    assert modules == [
+        "airflow_provider_ctas.operators.atomic_ctas",
+        "airflow_provider_ctas.operators.gc",
+        "airflow_provider_ctas.operators.publish_group",
+    ]
     for module in modules:
         __import__(module)
 
