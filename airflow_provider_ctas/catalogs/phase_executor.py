@@ -7,7 +7,7 @@ from abc import ABC, abstractmethod
 from typing import TYPE_CHECKING, Any, ClassVar, Generic, TypeVar
 
 from airflow_provider_ctas.catalogs.audit import Auditor, AuditTarget, raise_if_failed, results_to_details, run_audit
-from airflow_provider_ctas.catalogs.progress import Progress
+from airflow_provider_ctas.catalogs.progress import Progress, ReportsProgress
 from airflow_provider_ctas.catalogs.table_modes import WholeTable
 from airflow_provider_ctas.core import faults, markers
 from airflow_provider_ctas.core.checks import CheckResult, checks_from_wire, summary
@@ -24,7 +24,7 @@ if TYPE_CHECKING:
 T = TypeVar("T", bound=WholeTable)
 
 
-class PhaseExecutor(ABC, Generic[T]):
+class PhaseExecutor(ReportsProgress, ABC, Generic[T]):
     audits: ClassVar[bool] = False
     """Whether every try stages a version that checks can read before the publish (``audit_target``)."""
 
@@ -36,18 +36,6 @@ class PhaseExecutor(ABC, Generic[T]):
         self.began = False
         self.checks = checks_from_wire(request.checks)
         self.audit_results: list[CheckResult] = []
-
-    @property
-    def published(self) -> bool:
-        return self.progress.published
-
-    @property
-    def reached(self) -> Reached:
-        return self.progress.reached
-
-    @property
-    def outcome(self) -> str | None:
-        return self.progress.outcome.value if self.progress.outcome else None
 
     @property
     def nothing_to_do(self) -> bool:

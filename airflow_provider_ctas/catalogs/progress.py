@@ -20,3 +20,21 @@ class Progress:
     def publish(self, outcome: Outcome = Outcome.PUBLISHED) -> None:
         self.published = outcome is Outcome.PUBLISHED
         self.outcome = outcome
+
+
+class ReportsProgress:
+    """What an executor tells the driver about its run, read from its ``progress``."""
+
+    progress: Progress
+
+    @property
+    def published(self) -> bool:
+        return self.progress.published
+
+    @property
+    def reached(self) -> Reached:
+        return self.progress.reached
+
+    @property
+    def outcome(self) -> str | None:
+        return self.progress.outcome.value if self.progress.outcome else None

@@ -102,14 +102,15 @@ class PublishGroupOperator(BaseOperator):
                     f"publish group {self.task_id!r}: members {missing} did not prepare; no member was published"
                     + (f" and the staging of {sorted(str(t.target) for t in held)} was removed" if held else "")
                 )
-            result = self._publish(context, held) if held else {}
+            details = self._publish(context, held) if held else {}
         except CtasError as exc:
             raise_for_airflow(exc)
         published = {
             t.target.qualified: {"outcome": Outcome.ALREADY_PUBLISHED.value} for t in tables.values() if _published(t)
         }
-        published.update(result)
-        self._announce(context, tables, published)
+        landed = details.get("members")
+        published.update(landed if isinstance(landed, dict) else {})
+        self._announce(context, tables, published, details)
         return {"group": self.task_id, "members": published}
 
     def _group(self, context: Context, held: list[IcebergTable]) -> IcebergGroup:
@@ -122,6 +123,7 @@ class PublishGroupOperator(BaseOperator):
         return group
 
     def _publish(self, context: Context, held: list[IcebergTable]) -> dict[str, Any]:
+        """The group commit's run; its details (``members``: each one's outcome and snapshot)."""
         group, started = self._group(context, held), time.monotonic()
         assert self._runner is not None
         request = PhaseRequest(phases=GROUP_COMMIT_PHASES, table=group.to_dict(), faults=faults_from_environment())
@@ -131,9 +133,7 @@ class PublishGroupOperator(BaseOperator):
         if not result.ok:
             raise run_failure(result.error or {}, retry_on_failed_checks=False)
         self.log.info("commit: ok in %.2fs; %s", time.monotonic() - started, result.details.get("members"))
-        self._details = result.details
-        members = result.details.get("members")
-        return dict(members) if isinstance(members, dict) else {}
+        return result.details
 
     def _abort(self, context: Context, members: list[IcebergTable]) -> None:
         """Removes the staging of every member's tries up to the one its XCom names (held or not)."""
@@ -148,11 +148,14 @@ class PublishGroupOperator(BaseOperator):
             self.log.error("abort: failed (%s); the members' next tries or a GC pass remove it", result.error)
 
     def _announce(
-        self, context: Context, tables: Mapping[str, TwoPhaseTable | None], published: dict[str, Any]
+        self,
+        context: Context,
+        tables: Mapping[str, TwoPhaseTable | None],
+        published: dict[str, Any],
+        details: Mapping[str, Any],
     ) -> None:
         if not self.asset_events or not published:
             return
-        details = getattr(self, "_details", {})
         namespace = strategy_for("iceberg").lineage_namespace(self.conf, details)
         alias = AssetAlias(name=self._alias_name)
         for table in tables.values():

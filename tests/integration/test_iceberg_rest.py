@@ -21,7 +21,7 @@ from ctas_devstack.iceberg_rest import IcebergRestCatalog
 from tests.support.dags import DAGS_FOLDER, make_dag, xcom_value
 from tests.support.faults import Trial, check_observations, summarize
 from tests.support.format_scenarios import FormatProbe, record_format_cell, zombie_in_publish_window
-from tests.support.iceberg import iceberg_ctas, iceberg_jar, leftovers, probe, task_conf_on_spark41
+from tests.support.iceberg import iceberg_ctas, leftovers, probe
 from tests.support.processes import wait_for_line
 from tests.support.table_reader import TablePoller, TableReader
 
@@ -37,11 +37,6 @@ TRY_SQL = "SELECT id, CAST({{ ti.try_number }} AS BIGINT) AS written_by_try FROM
 def reader(rest_reader: TableReader) -> TableReader:
     rest_reader.rows(f"CREATE NAMESPACE IF NOT EXISTS {CATALOG}.{NAMESPACE}")
     return rest_reader
-
-
-@pytest.fixture
-def on_rest(monkeypatch, rest) -> dict[str, str]:
-    return task_conf_on_spark41(monkeypatch, {"spark.jars": iceberg_jar(), **rest.conf(CATALOG)})
 
 
 def _leftovers(reader: TableReader, table: str) -> list[str]:

@@ -5,7 +5,6 @@ Spark 4.1 JVM) checks the tables through the same server."""
 
 from __future__ import annotations
 
-import importlib.util
 import json
 import signal
 import threading
@@ -19,9 +18,9 @@ from airflow_provider_ctas.catalogs.iceberg.group_table import GROUP, GROUP_SNAP
 from airflow_provider_ctas.catalogs.iceberg.strategy import lineage_namespace
 from airflow_provider_ctas.core import markers
 from ctas_devstack.iceberg_rest import IcebergRestCatalog
-from tests.support.dags import DAGS_FOLDER, asset_events, xcom_value
+from tests.support.dags import DAGS_FOLDER, asset_events, load_dag, xcom_value
 from tests.support.faults import Trial
-from tests.support.iceberg import iceberg_jar, leftovers, task_conf_on_spark41
+from tests.support.iceberg import leftovers
 from tests.support.processes import wait_for_line
 from tests.support.table_reader import TableReader
 
@@ -55,11 +54,6 @@ def reader(rest_reader: TableReader) -> TableReader:
 
 
 @pytest.fixture
-def on_rest(monkeypatch, rest) -> dict[str, str]:
-    return task_conf_on_spark41(monkeypatch, {"spark.jars": iceberg_jar(), **rest.conf(CATALOG)})
-
-
-@pytest.fixture
 def tables(reader) -> None:
     """Both members' tables at version 1 (created by someone else: a group replaces existing tables)."""
     for name in (FACTS, DIMS):
@@ -80,13 +74,7 @@ def _write(dag_id: str, conf: dict[str, str], *, v: int = 2, dims_sql: str | Non
 
 
 def _run(dag_id: str, conf: dict[str, str], *, v: int = 2, dims_sql: str | None = None, retries: int = 0) -> Any:
-    path = _write(dag_id, conf, v=v, dims_sql=dims_sql, retries=retries)
-
-    spec = importlib.util.spec_from_file_location(f"test_dag_{dag_id}", path)
-    assert spec and spec.loader
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
-    run = module.dag.test()
+    run = load_dag(_write(dag_id, conf, v=v, dims_sql=dims_sql, retries=retries)).test()
     states = {ti.task_id: (str(ti.state), ti.try_number) for ti in run.get_task_instances()}
     return run.run_id, states
 

@@ -48,7 +48,12 @@ def make_dag(dag_id: str, *, retries: int = 0, extra: str = "", operator_extra: 
             operator_extra=operator_extra,
         )
     )
-    spec = importlib.util.spec_from_file_location(f"test_dag_{dag_id}", path)
+    return load_dag(path)
+
+
+def load_dag(path: Path) -> Any:
+    """The ``dag`` of a DAG file in the DAGs folder, imported afresh."""
+    spec = importlib.util.spec_from_file_location(f"test_dag_{path.stem}", path)
     assert spec and spec.loader
     module = importlib.util.module_from_spec(spec)
     spec.loader.exec_module(module)

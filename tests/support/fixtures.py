@@ -117,6 +117,14 @@ def rest_reader(rest: IcebergRestCatalog, tmp_path_factory: pytest.TempPathFacto
     session.close()
 
 
+@pytest.fixture
+def on_rest(monkeypatch: pytest.MonkeyPatch, rest: IcebergRestCatalog) -> dict[str, str]:
+    """A task's conf for the REST catalog ``lake``; its spark-submit and driver are Spark 4.1's."""
+    from tests.support.iceberg import iceberg_jar, task_conf_on_spark41
+
+    return task_conf_on_spark41(monkeypatch, {"spark.jars": iceberg_jar(), **rest.conf(REST_CATALOG)})
+
+
 @pytest.fixture(scope="session")
 def airflow_db() -> None:
     subprocess.run([sys.executable, "-m", "airflow", "db", "migrate"], check=True, capture_output=True, timeout=600)

@@ -152,6 +152,12 @@ class IcebergExecutor(PhaseExecutor[IcebergTable]):
         self.details["publish_mechanism"] = "rename"
         return f"{staging} (created, empty)"
 
+    def _not_superseded(self, props: Mapping[str, str]) -> None:
+        """Raises when a newer try of this task instance has raised its fence on the target."""
+        fenced_at = fence.newest(props, self.table.txn_id) or 0
+        if fenced_at > self.table.try_number:
+            raise FencedError(f"try {fenced_at} of this task instance has begun; try {self.table.try_number} must not")
+
     def _create_branch(self, existing: Any, schema: StructType) -> str:
         target, txn, try_number = self.table.target, self.table.txn_id, self.table.try_number
         current = existing.operations().refresh()
@@ -162,9 +168,7 @@ class IcebergExecutor(PhaseExecutor[IcebergTable]):
 
         def stage(base: Any, builder: Any) -> Any:
             props = md.properties(base)
-            fenced_at = fence.newest(props, txn) or 0
-            if fenced_at > try_number:
-                raise FencedError(f"try {fenced_at} of this task instance has begun; try {try_number} must not")
+            self._not_superseded(props)
             main = md.main_snapshot(base)
             if main is None:
                 raise UnsupportedTargetError(
@@ -205,9 +209,7 @@ class IcebergExecutor(PhaseExecutor[IcebergTable]):
 
         def adopt(base: Any, builder: Any) -> Any:
             props = md.properties(base)
-            fenced_at = fence.newest(props, txn) or 0
-            if fenced_at > try_number:
-                raise FencedError(f"try {fenced_at} of this task instance has begun; try {try_number} must not")
+            self._not_superseded(props)
             if md.refs(base).get(held) != kept.snapshot_id or md.main_snapshot(base) != kept.base_snapshot_id:
                 raise adoption.NotAdoptable
             builder = _without_other_tries(base, builder, txn, try_number)

@@ -23,7 +23,7 @@ from airflow_provider_ctas.catalogs.iceberg.group_table import GROUP, GROUP_SNAP
 from airflow_provider_ctas.catalogs.iceberg.metadata import IcebergCatalog
 from airflow_provider_ctas.catalogs.iceberg.table import IcebergTable, branch_try
 from airflow_provider_ctas.catalogs.metastore.catalog import now_iso
-from airflow_provider_ctas.catalogs.progress import Progress
+from airflow_provider_ctas.catalogs.progress import Progress, ReportsProgress
 from airflow_provider_ctas.catalogs.provenance import try_markers
 from airflow_provider_ctas.core import faults, markers
 from airflow_provider_ctas.core.errors import CorruptStateError, FencedError, PublishError, UnsupportedTargetError
@@ -41,7 +41,7 @@ if TYPE_CHECKING:
     from airflow_provider_ctas.spark.protocol import PhaseReport, PhaseRequest
 
 
-class IcebergGroupExecutor:
+class IcebergGroupExecutor(ReportsProgress):
     """The publisher's driver side: ``commit`` publishes every member in one catalog commit,
     ``abort`` removes every member's staging (their markers checked)."""
 
@@ -55,18 +55,6 @@ class IcebergGroupExecutor:
     @property
     def nothing_to_do(self) -> bool:
         return False
-
-    @property
-    def published(self) -> bool:
-        return self.progress.published
-
-    @property
-    def reached(self) -> Reached:
-        return self.progress.reached
-
-    @property
-    def outcome(self) -> str | None:
-        return self.progress.outcome.value if self.progress.outcome else None
 
     def spark_jobs(self) -> int | None:
         return None
