@@ -1,4 +1,5 @@
-"""An S3-compatible object store on 127.0.0.1 for development and tests: moto's S3 in server mode.
+"""An S3-compatible object store on 127.0.0.1 for development and tests: moto's S3 in server mode
+(the same process serves AWS Glue's Data Catalog: ``glue.py``).
 
 A real HTTP server in its own process (path-style addressing, multipart uploads, copies), which
 Spark reaches through Hadoop's S3A connector (``hadoop-aws`` and the AWS SDK jars of
@@ -117,6 +118,8 @@ class S3Server:
 
 
 def logging_app(app: Callable[..., Iterable[bytes]], log: Path) -> Callable[..., Iterable[bytes]]:
+    from ctas_devstack.glue import glue_request
+
     lock = threading.Lock()
 
     def logged(environ: dict[str, Any], start_response: Callable[..., Any]) -> Iterable[bytes]:
@@ -126,6 +129,7 @@ def logging_app(app: Callable[..., Iterable[bytes]], log: Path) -> Callable[...,
             "path": environ.get("PATH_INFO"),
             "query": environ.get("QUERY_STRING", ""),
             "copy_source": environ.get("HTTP_X_AMZ_COPY_SOURCE"),
+            **(glue_request(environ) or {}),
         }
         with lock, log.open("a") as handle:
             handle.write(json.dumps(entry) + "\n")
@@ -138,6 +142,9 @@ def serve(port: int, log: Path) -> None:
     from moto.server import DomainDispatcherApplication, create_backend_app  # type: ignore[attr-defined]
     from werkzeug.serving import run_simple
 
+    from ctas_devstack.glue import enforce_version_ids
+
+    enforce_version_ids()
     app = DomainDispatcherApplication(create_backend_app)
     run_simple("127.0.0.1", port, logging_app(app, log), threaded=True)
 

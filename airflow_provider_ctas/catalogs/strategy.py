@@ -94,9 +94,10 @@ class Strategy:
     check_options: Callable[[str, str, object], None]
     """(mode, table_format, superseded_retention): the operator's checks at DAG-parse time."""
     driver: Callable[[], DriverSide]
-    lineage_namespace: Callable[[Mapping[str, Any] | None, Mapping[str, Any] | None], str]
+    lineage_namespace: Callable[[Mapping[str, Any] | None, Mapping[str, Any] | None], str | None]
     """(the operator's Spark conf, the run's details): the OpenLineage namespace of the tables it
-    writes; what the driver reported it used, once it ran, else what the conf says."""
+    writes; what the driver reported it used, once it ran, else what the conf says (None when only
+    the driver can tell: a Glue catalog whose account the conf does not name)."""
     audits: bool = True
     """Whether ``checks=`` are evaluated on the staged version before the publish."""
     durable: bool = False
@@ -108,3 +109,10 @@ class Strategy:
     gc_scope: str | None = None
     """Where its GC pass collects: ``"session"`` (databases of the session catalog) or ``"named"``
     (namespaces of a catalog named by ``--catalog``); None when another pass collects its staging."""
+
+    def namespace_after_run(self, conf: Mapping[str, Any] | None, details: Mapping[str, Any]) -> str:
+        """The namespace once the driver ran: every driver reports the catalog it used."""
+        namespace = self.lineage_namespace(conf, details)
+        if namespace is None:
+            raise RuntimeError(f"the {self.kind} driver did not report its catalog (details: metastore_uris)")
+        return namespace

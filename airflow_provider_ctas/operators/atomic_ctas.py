@@ -327,6 +327,6 @@ class AtomicCtasOperator(CtasLifecycle, CtasLineageMixin, BaseOperator):
             mine = [o for o in self.outlets if o != outlet]
             outlet = AssetAlias(name=self._alias_name)
             self.outlets = [*mine, outlet]
-        namespace = strategy_for(self.table_format).lineage_namespace(self.conf, table.details)
+        namespace = strategy_for(self.table_format).namespace_after_run(self.conf, table.details)
         if record_publish_event(context, outlet, namespace, table):
             self.log.info("asset event for %s (outlet %s)", table.target, outlet)

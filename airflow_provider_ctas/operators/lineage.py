@@ -52,6 +52,8 @@ def lineage(
     )
     from airflow.providers.openlineage.extractors import OperatorLineage
 
+    from airflow_provider_ctas.catalogs.metastore.namespace import dataset_name
+
     details = details or {}
     facets: dict[str, Any] = {}
     if details.get("schema"):
@@ -72,7 +74,12 @@ def lineage(
     return OperatorLineage(
         inputs=[_input(namespace, entry) for entry in inputs],
         outputs=[
-            OutputDataset(namespace=namespace, name=f"{database}.{table}", facets=facets, outputFacets=output_facets)
+            OutputDataset(
+                namespace=namespace,
+                name=dataset_name(namespace, database, table),
+                facets=facets,
+                outputFacets=output_facets,
+            )
         ],
         job_facets={"sql": SQLJobFacet(query=sql)},
     )
@@ -115,9 +122,12 @@ def _input(namespace: str, entry: Any) -> Any:
     of another catalog with its own namespace."""
     from airflow.providers.common.compat.openlineage.facet import Dataset
 
+    from airflow_provider_ctas.catalogs.metastore.namespace import dataset_name
+
     if isinstance(entry, dict):
         return Dataset(namespace=str(entry["namespace"]), name=str(entry["name"]))
-    return Dataset(namespace=namespace, name=str(entry))
+    database, _, table = str(entry).rpartition(".")
+    return Dataset(namespace=namespace, name=dataset_name(namespace, database, table) if database else table)
 
 
 def _assertions(checks: list[dict[str, Any]]) -> Any:
@@ -156,8 +166,13 @@ class CtasLineageMixin:
 
         table = self._txn
         strategy = strategy_for(self.table_format)
+        namespace = strategy.lineage_namespace(self.conf, table.details if table else None)
+        if namespace is None:  # only the driver can name the catalog, and it has not run yet
+            from airflow.providers.openlineage.extractors import OperatorLineage
+
+            return OperatorLineage()
         return lineage(
-            namespace=strategy.lineage_namespace(self.conf, table.details if table else None),
+            namespace=namespace,
             sql=self.sql,
             target=str(table.target) if table else str(strategy.validate_target(self.target_table)),
             details=table.details if table else None,

@@ -156,7 +156,7 @@ class PublishGroupOperator(BaseOperator):
     ) -> None:
         if not self.asset_events or not published:
             return
-        namespace = strategy_for("iceberg").lineage_namespace(self.conf, details)
+        namespace = strategy_for("iceberg").namespace_after_run(self.conf, details)
         alias = AssetAlias(name=self._alias_name)
         for table in tables.values():
             if table is None or table.target.qualified not in published:

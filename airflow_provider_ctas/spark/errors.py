@@ -49,7 +49,10 @@ def first_line(exc: BaseException) -> str:
     status, details = GRPC_STATUS.search(text), GRPC_DETAILS.search(text)
     if text.startswith("<_") and status and details:
         return f"{status.group(1)}: {details.group(1)}"
-    return text.splitlines()[0]
+    lines = text.splitlines()
+    if lines[0].startswith("An error occurred while calling") and len(lines) > 1 and lines[1].startswith(": "):
+        return f"{lines[0].rstrip('.')}: {lines[1][2:].strip()}"  # py4j: the Java exception is the second line
+    return lines[0]
 
 
 def classify(exc: BaseException) -> CtasError:

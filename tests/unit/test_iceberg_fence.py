@@ -65,6 +65,22 @@ def test_a_rest_catalog_is_named_by_its_url_and_a_metastore_as_hive():
     assert lineage_namespace(None, {"metastore_uris": "thrift://ms:9083"}) == "hive://ms:9083"
 
 
+def test_a_glue_catalog_is_named_by_its_arn_which_the_conf_gives_only_with_region_and_account():
+    from airflow_provider_ctas.operators.lineage import lineage
+
+    glue = {"spark.sql.catalog.g": "org.apache.iceberg.spark.SparkCatalog", "spark.sql.catalog.g.type": "glue"}
+    assert lineage_namespace(glue) is None, "the account is the caller's: only the driver can ask Glue"
+    assert lineage_namespace({**glue, "spark.sql.catalog.g.client.region": "eu-west-1"}) is None
+    named = {**glue, "spark.sql.catalog.g.client.region": "eu-west-1", "spark.sql.catalog.g.glue.id": "111122223333"}
+    assert lineage_namespace(named) == "arn:aws:glue:eu-west-1:111122223333"
+    reported = {"metastore_uris": "arn:aws:glue:us-east-1:123456789012"}
+    assert lineage_namespace(glue, reported) == "arn:aws:glue:us-east-1:123456789012"
+    events = lineage(namespace=reported["metastore_uris"], sql="SELECT 1", target="g.sales.orders",
+                     details={"inputs": ["sales.items"]}, complete=True)  # fmt: skip
+    assert events.outputs[0].name == "table/sales/orders", "OpenLineage's naming for a Glue table"
+    assert [d.name for d in events.inputs] == ["table/sales/items"]
+
+
 def test_a_jdbc_catalog_is_named_by_its_database_and_never_shows_its_credentials():
     from airflow_provider_ctas.catalogs.iceberg.metadata import _without_secrets
 

@@ -149,6 +149,11 @@ def test_a_wrapped_grpc_error_reads_as_its_status_and_details():
         '\tdetails = "No authentication token provided"\n\tdebug_error_string = "UNAUTHENTICATED:No auth"\n>'
     )
     assert first_line(RuntimeError(text)) == "UNAUTHENTICATED: No authentication token provided"
+    py4j = "An error occurred while calling o176.glue.\n: java.lang.IllegalArgumentException: no region\n\tat x.y(Z)"
+    assert (
+        first_line(RuntimeError(py4j))
+        == "An error occurred while calling o176.glue: java.lang.IllegalArgumentException: no region"
+    )
 
 
 def test_a_missing_bucket_or_refused_credentials_are_not_retried():

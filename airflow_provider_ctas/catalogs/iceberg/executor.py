@@ -102,6 +102,7 @@ class IcebergExecutor(PhaseExecutor[IcebergTable]):
             raise DatabaseNotFoundError(
                 f"namespace {target.database!r} does not exist in catalog {target.catalog!r}; create it first"
             )
+        self.details["metastore_uris"] = catalog.lineage_uri(target.database)
         if self.table.try_number > 1:
             report.touched += self._drop_staging(up_to=self.table.try_number - 1)
         existing = catalog.load(target)

@@ -4,7 +4,9 @@ Every change this provider makes to a target's metadata is one ``TableOperations
 new)``. The Hive and JDBC catalogs swap the metadata pointer only if it still is ``base`` (the
 Hive catalog checks the metastore's ``metadata_location`` under a lock, or with an
 expected-parameter ``alter_table`` when locks are off; the JDBC catalog in one conditional
-``UPDATE``), so preconditions read from ``base`` hold at the instant of the swap. A REST catalog
+``UPDATE``; the Glue catalog re-reads the table's ``metadata_location``, then updates it with the
+Glue table version it read, which Glue refuses once another update took that version), so
+preconditions read from ``base`` hold at the instant of the swap. A REST catalog
 checks only the requirements the client derives from the change (refs, schema, spec, never
 properties): what must hold there is expressed as a ref change (``branch_ref(asserted=True)``).
 Iceberg's own update classes re-apply themselves on a refreshed base when a commit conflicts,
@@ -28,7 +30,7 @@ from airflow_provider_ctas.core.errors import (
     UnsupportedTargetError,
 )
 from airflow_provider_ctas.core.identifiers import TableRef
-from airflow_provider_ctas.core.markers import TXN_ID
+from airflow_provider_ctas.core.markers import TARGET, TXN_ID
 from airflow_provider_ctas.spark.engine import is_connect
 from airflow_provider_ctas.spark.errors import first_line
 from airflow_provider_ctas.spark.runtime import require_runtime
@@ -40,7 +42,7 @@ SPARK_CATALOG_CLASS = "org.apache.iceberg.spark.SparkCatalog"
 COMMIT_ATTEMPTS = 5
 ASSERTED_REF_AGE_MS = 86_400_000
 REFRESH_ATTEMPTS = 6
-CATALOG_TYPES = ("hive", "rest", "jdbc")
+CATALOG_TYPES = ("hive", "rest", "jdbc", "glue")
 SERVICE_TYPES = {"rest": "REST", "jdbc": "JDBC"}
 """Catalogs that are a service the driver connects to as it opens the catalog."""
 OUTCOME_UNKNOWN = (
@@ -91,12 +93,14 @@ class IcebergCatalog:
             raise UnsupportedTargetError(f"catalog {name!r} is {impl}; the Iceberg strategy serves {example}")
         options = {k[len(prefix) + 1 :]: v for k, v in conf.items() if k.startswith(prefix + ".")}
         self.type = options.get("type", "hive")
+        self.options = options
         if self.type not in CATALOG_TYPES or "catalog-impl" in options:
             raise UnsupportedTargetError(
                 f"catalog {name!r} is type={options.get('type')!r}"
                 f"{' with catalog-impl' if 'catalog-impl' in options else ''}; the Iceberg strategy serves a Hive "
-                f"metastore ({prefix}.type=hive), a REST catalog ({prefix}.type=rest, {prefix}.uri=<its URL>) or a "
-                f"JDBC catalog ({prefix}.type=jdbc, {prefix}.uri=jdbc:postgresql://...)"
+                f"metastore ({prefix}.type=hive), a REST catalog ({prefix}.type=rest, {prefix}.uri=<its URL>), a "
+                f"JDBC catalog ({prefix}.type=jdbc, {prefix}.uri=jdbc:postgresql://...) "
+                f"or AWS Glue ({prefix}.type=glue)"
             )
         service = SERVICE_TYPES.get(self.type)
         if service and not options.get("uri"):
@@ -139,6 +143,32 @@ class IcebergCatalog:
                 raise CatalogUnavailableError(
                     f"the REST catalog {self.name!r} at {self.uri} failed a rename check: {first_line(exc)}"
                 ) from exc
+
+    def lineage_uri(self, database: str) -> str:
+        """What names this catalog in lineage and asset URIs: its URL, or for Glue the Data Catalog's
+        ARN prefix (``arn:aws:glue:<region>:<catalog id>``, OpenLineage's naming for Glue), its
+        region and catalog id as Glue returns them for the database (the catalog id is ``glue.id``
+        or, unset, the caller's account).
+
+        The question goes through the catalog's own Glue client (its region, endpoint and
+        credentials settings); py4j cannot call Iceberg's client factory, whose methods name SDK
+        modules (DynamoDB) a Glue catalog does not need."""
+        if self.type != "glue":
+            return self.uri
+        field = self.catalog.getClass().getDeclaredField("glue")
+        field.setAccessible(True)
+        client = field.get(self.catalog)
+        request = self.jvm.software.amazon.awssdk.services.glue.model.GetDatabaseRequest.builder().name(database)
+        if self.options.get("glue.id"):
+            request = request.catalogId(self.options["glue.id"])
+        try:
+            catalog_id = str(client.getDatabase(request.build()).database().catalogId())
+            region = str(client.serviceClientConfiguration().region().id())
+        except Exception as exc:
+            raise CatalogUnavailableError(
+                f"AWS Glue did not answer for catalog {self.name!r}: {first_line(exc)}"
+            ) from exc
+        return f"arn:aws:glue:{region}:{catalog_id}"
 
     def _ident(self, ref: TableRef) -> Any:
         # ``of`` is varargs, which py4j cannot call; the parts are validated names, so no dot inside.
@@ -183,6 +213,9 @@ class IcebergCatalog:
         if table is None:
             return None
         location, io = str(table.location()).rstrip("/"), table.io()
+        if self._published_from(ref, table, location):
+            self.catalog.dropTable(self._ident(ref), False)
+            return None
         if not self.catalog.dropTable(self._ident(ref), True) or location.rsplit("/", 1)[-1] != ref.table:
             return None
         try:
@@ -190,6 +223,16 @@ class IcebergCatalog:
         except Exception as exc:  # noqa: BLE001 - the table is gone; what is left is files under its reserved name
             return f"{location}: not removed ({first_line(exc)})"
         return None
+
+    def _published_from(self, ref: TableRef, staging: Any, location: str) -> bool:
+        """Whether the staging table's files are its target's: a catalog whose rename copies the
+        entry, then drops the old one (Glue), leaves both when it stops in between, and purging the
+        staging then would delete the published table's data. Only the entry goes then."""
+        target = properties(staging.operations().current()).get(TARGET)
+        if not target or target.count(".") != 2:
+            return False
+        published = self.load(TableRef.parse(target, "the staging table's target", named_catalog=True))
+        return published is not None and str(published.location()).rstrip("/") == location
 
     def commit(self, table: Any, change: Callable[[Any, Any], Any | None]) -> Any | None:
         """Swap the table's metadata for ``change(base, builder)``'s, re-reading ``base`` on a conflict.

@@ -103,3 +103,12 @@ def catalog_namespace(conf: Mapping[str, Any], catalog: str) -> str:
     if named := service_namespace(uri):
         return named
     return metastore_namespace({METASTORE_URIS: uri} if uri else conf, None)
+
+
+GLUE_ARN = "arn:aws:glue:"
+
+
+def dataset_name(namespace: str, database: str, table: str) -> str:
+    """A table's OpenLineage dataset name in ``namespace``: ``table/<database>/<table>`` in a Glue
+    Data Catalog (``arn:aws:glue:...``), ``database.table`` in a metastore or any other catalog."""
+    return f"table/{database}/{table}" if namespace.startswith(GLUE_ARN) else f"{database}.{table}"

@@ -1,0 +1,145 @@
+"""The Iceberg strategy on AWS Glue's Data Catalog: Iceberg's ``GlueCatalog`` (its table data through
+``S3FileIO``) against moto's Glue and S3, one server process on 127.0.0.1 (``ctas_devstack/glue.py``),
+through the real operator, its driver on Spark 4.1 with the 1.11 runtime and the AWS SDK's glue
+module. Credentials reach the SDK from the environment only, never the operator's conf.
+
+Glue commits by re-reading the table's ``metadata_location``, then ``UpdateTable`` with the version
+it read; moto does not check that version, so the dev stack adds the check AWS documents, and the
+tests prove both halves: the server refuses a stale version, and every update Iceberg sent carried
+one. Glue cannot rename: Iceberg copies the entry, then drops the old one, which is why a create
+stopped in between must not purge the files its target now uses.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from typing import Any
+
+import pytest
+
+from airflow_provider_ctas.catalogs.iceberg.strategy import lineage_namespace
+from airflow_provider_ctas.core import markers
+from ctas_devstack import glue
+from ctas_devstack.s3 import ACCESS_KEY, SECRET_KEY, S3Server
+from tests.support.faults import summarize
+from tests.support.fixtures import S3_BUCKET
+from tests.support.format_scenarios import zombie_in_publish_window
+from tests.support.gc import entries, gc_cli
+from tests.support.iceberg import ICEBERG_RUNTIME, iceberg_ctas, leftovers, probe, spark_jars, task_conf_on_spark41
+from tests.support.table_reader import TableReader
+
+pytestmark = [pytest.mark.integration, pytest.mark.slow, pytest.mark.formats]
+
+CATALOG = "gluecat"
+NAMESPACE = "analytics"
+ARN = f"arn:aws:glue:{glue.REGION}:{glue.ACCOUNT}"
+
+
+def _glue_client(s3: S3Server) -> Any:
+    import boto3
+
+    return boto3.client(
+        "glue", endpoint_url=s3.endpoint, region_name=glue.REGION,
+        aws_access_key_id=ACCESS_KEY, aws_secret_access_key=SECRET_KEY,
+    )  # fmt: skip
+
+
+@pytest.fixture(scope="module")
+def catalog_conf(metastore, s3: S3Server) -> Iterator[dict[str, str]]:
+    """The catalog's conf, and the SDK's credentials in the environment every JVM started from now
+    on inherits (the reader's, the tasks' drivers)."""
+    with pytest.MonkeyPatch.context() as patch:
+        for key, value in glue.credentials_env().items():
+            patch.setenv(key, value)
+        _glue_client(s3).create_database(DatabaseInput={"Name": NAMESPACE})
+        yield {
+            "spark.jars": spark_jars(ICEBERG_RUNTIME),
+            **glue.catalog_conf(CATALOG, s3.endpoint, f"s3://{S3_BUCKET}/glue"),
+        }
+
+
+@pytest.fixture(scope="module")
+def reader(catalog_conf, tmp_path_factory) -> Iterator[TableReader]:
+    conf = {**catalog_conf, f"spark.sql.catalog.{CATALOG}.cache-enabled": "false"}
+    session = TableReader(conf, tmp_path_factory.mktemp("glue-reader") / "reader.log")
+    yield session
+    session.close()
+
+
+@pytest.fixture
+def on_glue(monkeypatch, catalog_conf) -> dict[str, str]:
+    return task_conf_on_spark41(monkeypatch, catalog_conf)
+
+
+def _updates(s3: S3Server, since: int) -> list[dict[str, Any]]:
+    return [r for r in s3.requests()[since:] if r.get("glue") == "UpdateTable"]
+
+
+def test_the_glue_server_refuses_an_update_at_a_stale_version(s3):
+    client = _glue_client(s3)
+    client.create_database(DatabaseInput={"Name": "versions"})
+    client.create_table(DatabaseName="versions", TableInput={"Name": "versioned", "Parameters": {"v": "1"}})
+    version = client.get_table(DatabaseName="versions", Name="versioned")["Table"]["VersionId"]
+    client.update_table(DatabaseName="versions", TableInput={"Name": "versioned", "Parameters": {"v": "2"}},
+                        VersionId=version)  # fmt: skip
+    with pytest.raises(client.exceptions.ConcurrentModificationException):
+        client.update_table(DatabaseName="versions", TableInput={"Name": "versioned", "Parameters": {"v": "3"}},
+                            VersionId=version)  # fmt: skip
+    assert client.get_table(DatabaseName="versions", Name="versioned")["Table"]["Parameters"] == {"v": "2"}
+
+
+def test_glue_catalog_creates_replaces_and_fences_a_zombie(stack, s3, reader, on_glue, tmp_path):
+    assert not any("SECRET" in key.upper() or SECRET_KEY in value for key, value in on_glue.items())
+    created = f"{CATALOG}.{NAMESPACE}.created"
+    state, txn = iceberg_ctas("glue_create", on_glue, target_table=created, sql="SELECT id FROM range(40)",
+                              checks=[{"type": "unique", "columns": ["id"]}])  # fmt: skip
+    assert state == "success", txn
+    assert txn["details"]["publish"]["mechanism"] == "rename"
+    assert txn["details"]["metastore_uris"] == ARN
+    assert lineage_namespace(on_glue, txn["details"]) == ARN
+    assert lineage_namespace(on_glue, None) is None, "the conf names no account: only the driver can"
+    assert reader.value(f"SELECT count(*) FROM {created}") == 40
+    assert reader.properties(created)[markers.ROW_COUNT] == "40"
+    assert leftovers(reader, f"{CATALOG}.{NAMESPACE}", created) == []
+    assert SECRET_KEY not in str(txn)
+
+    target = f"{CATALOG}.{NAMESPACE}.fenced"
+    since = len(s3.requests())
+    scenario = probe("iceberg-glue", reader, f"{CATALOG}.{NAMESPACE}", target)
+    result = zombie_in_publish_window(scenario, target, on_glue, tmp_path, "glue_zombie")
+    assert result["try2"] == "success" and result["try1_decided_commit"]
+    assert reader.rows(f"SELECT DISTINCT written_by_try FROM {target}") == [[2]]
+    assert result["left"] == []
+    assert result["problem"] is None, summarize(result["seen"])
+    updates = _updates(s3, since)
+    assert updates and all(update["version_id"] for update in updates), updates
+
+
+def test_a_create_stopped_between_glues_copy_and_drop_keeps_the_published_files(stack, s3, reader, on_glue):
+    """Iceberg's rename on Glue is a copy of the entry, then a drop of the old one. Stopped in
+    between, both entries point at the same files: GC removes the staging entry, never the files."""
+    target = f"{CATALOG}.{NAMESPACE}.halfway"
+    state, txn = iceberg_ctas("glue_halfway", on_glue, target_table=target, sql="SELECT id FROM range(25)")
+    assert state == "success", txn
+    staging = markers.staging_name(txn["txn_id"], 1)
+    client = _glue_client(s3)
+    published = client.get_table(DatabaseName=NAMESPACE, Name="halfway")["Table"]
+    client.create_table(DatabaseName=NAMESPACE, TableInput={  # what renameTable's first call made
+        "Name": staging, "TableType": published["TableType"], "Parameters": published["Parameters"],
+        "StorageDescriptor": published["StorageDescriptor"],
+    })  # fmt: skip
+    location = published["StorageDescriptor"]["Location"].split(f"{S3_BUCKET}/", 1)[1]
+    files = _objects(s3, location)
+    assert any(key.endswith(".parquet") for key in files)
+
+    conf = [arg for key, value in on_glue.items() for arg in ("--conf", f"{key}={value}")]
+    report = gc_cli("--catalog", CATALOG, "--database", NAMESPACE, "--min-age", "0s", *conf)
+    assert f"{CATALOG}.{NAMESPACE}.{staging}" in entries(report, "removed"), report
+    assert not reader.exists(f"{CATALOG}.{NAMESPACE}.{staging}")
+    assert reader.value(f"SELECT count(*) FROM {target}") == 25
+    assert _objects(s3, location) == files, "GC deleted files the published table uses"
+
+
+def _objects(s3: S3Server, prefix: str) -> list[str]:
+    listing = s3.client().list_objects_v2(Bucket=S3_BUCKET, Prefix=prefix)
+    return sorted(item["Key"] for item in listing.get("Contents", []))
