@@ -2,7 +2,7 @@
 # The chaos soak (tests/soak/test_soak.py): DAG runs of an atomic task whose tries fail as a seed
 # draws them, every invariant checked, results in build/reports/soak.md.
 #   bash scripts/soak.sh --runs 300 [--seed 42]   N runs (the seed defaults to a random one, printed)
-#   bash scripts/soak.sh --replay 1234567         the one run a failure named
+#   bash scripts/soak.sh --replay 1234567         the one run a failure named (or several: 12,34)
 # Further arguments go to pytest (e.g. -n 1). bash scripts/publish_reports.sh publishes the report.
 set -euo pipefail
 cd "$(dirname "$0")/.."
@@ -20,7 +20,7 @@ done
 [[ "$runs" =~ ^[0-9]+$ ]] || { echo "soak.sh: --runs takes a number, not '$runs'" >&2; exit 2; }
 [ -z "$seed" ] && seed=$(( (RANDOM << 15) | RANDOM ))
 [[ "$seed" =~ ^[0-9]+$ ]] || { echo "soak.sh: --seed takes a number, not '$seed'" >&2; exit 2; }
-[ -z "$replay" ] || [[ "$replay" =~ ^[0-9]+$ ]] || { echo "soak.sh: --replay takes a run's seed" >&2; exit 2; }
+[ -z "$replay" ] || [[ "$replay" =~ ^[0-9]+(,[0-9]+)*$ ]] || { echo "soak.sh: --replay takes run seeds (SEED[,SEED...])" >&2; exit 2; }
 bash scripts/setup.sh
 export PATH="$PWD/.venv/bin:$PATH"
 mkdir -p build/reports .ctas-local

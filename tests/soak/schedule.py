@@ -20,12 +20,17 @@ MODE_POINTS = {"swap": ("publish_after_move_aside",)}
 TASK_POINT = "before_decision"
 MID_WRITE = "mid-write"
 
-KINDS = ("kill-task", "term-task", "kill-driver", "raise", "query-fails", "metastore-restart")
+KINDS = ("kill-task", "term-task", "kill-driver", "raise", "query-fails", "metastore-restart", "timeout", "clear")
 """kill-task: SIGKILL the try's whole process group (task and supervisor: the worker lost);
-term-task: SIGTERM it (on_kill, as a timeout or a 'mark failed' sends); kill-driver: SIGKILL its
-Spark driver; raise: an exception inside the driver at the point; query-fails: the query itself
-fails at run time; metastore-restart: the metastore service stopped at the point, started 3 s later."""
+term-task: SIGTERM it (on_kill, as a 'mark failed' sends); kill-driver: SIGKILL its Spark driver;
+raise: an exception inside the driver at the point; query-fails: the query itself fails at run
+time; metastore-restart: the metastore service stopped at the point, started 1-6 s later;
+timeout: the try outlives the task's ``execution_timeout`` while it is held at the point; clear:
+while the try is held at the point, the task instance is cleared and its next try starts beside it
+(the held try is then a zombie that must not publish); the run ends with that next try."""
 
+CLEAR_POINTS = ("after_begin", "after_prepare", "before_publish")
+"""Where a cleared try is held while its next try runs: before it published."""
 AFTER_COMMIT_POINTS = frozenset({"after_publish"})
 """Points past the publish: a try that dies there has published (README's after-commit window)."""
 
@@ -74,6 +79,10 @@ def _fault(rng: random.Random, mode: str) -> Fault:
         return Fault(kind, rng.choice(("after_prepare", "before_publish")))
     if kind == "kill-driver":
         return Fault(kind, rng.choice((*driver_points, MID_WRITE)))
+    if kind == "timeout":
+        return Fault(kind, rng.choice((*driver_points, TASK_POINT)))
+    if kind == "clear":
+        return Fault(kind, rng.choice(CLEAR_POINTS))
     return Fault(kind, rng.choice((*driver_points, TASK_POINT, MID_WRITE)))
 
 
@@ -82,4 +91,9 @@ def schedule_for(seed: int) -> Schedule:
     mode = rng.choice(MODES)
     durable = rng.random() < 0.5
     faulted = rng.choices((0, 1, 2), weights=(1, 6, 3))[0]
-    return Schedule(seed, mode, durable, tuple(_fault(rng, mode) for _ in range(faulted)))
+    faults: list[Fault] = []
+    for _ in range(faulted):
+        faults.append(_fault(rng, mode))
+        if faults[-1].kind == "clear":  # its next try runs beside it, without a fault: the last one
+            break
+    return Schedule(seed, mode, durable, tuple(faults))

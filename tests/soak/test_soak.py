@@ -3,14 +3,16 @@
 Each run (``tests/soak/schedule.py`` draws it from its seed) makes one task instance on the realistic
 stack (the metastore service, real spark-submit drivers, Airflow tries as separate processes): a
 target per mode, then one try per scheduled fault (killed, terminated, its driver killed, an
-exception in the driver, a failing query, the metastore restarted), then a try without one. A
-reader polls the target all along. Checked:
+exception in the driver, a failing query, the metastore restarted, timed out by Airflow), then a
+try without one; or a try held while its task instance is cleared, its next try running beside it.
+A reader polls the target all along. Checked:
 
 - the reader only ever saw what README promises for the mode (the old version or the new one, or no
   table before a create; a swap's window);
 - a try that failed left no new version published, unless the fault landed after the task had
   decided commit (README's after-commit window), which is counted on its own;
 - a failed try that reported its failure carries one of the provider's error codes;
+- a cleared try never succeeds once its next try began;
 - the last try succeeds, the table holds exactly the new version, and nothing of the provider's is
   left in the database.
 
@@ -55,12 +57,14 @@ CODES = {cls.code for cls in vars(errors).values() if isinstance(cls, type) and 
 PUBLISH_POINTS = frozenset({"before_publish", "publish_after_move_aside", "publish_between_partitions"})
 PAUSE_SECONDS = 15
 """How long a driver or task waits at the point where a kill lands (the kill comes within a second)."""
+TIMEOUT_SECONDS = 45
+"""The task's ``execution_timeout`` in a run with a timeout fault (a try without one takes under 30 s)."""
 
 
 def pytest_generate_tests(metafunc: pytest.Metafunc) -> None:
     if "run_seed" in metafunc.fixturenames:
         replay = os.environ.get("CTAS_SOAK_REPLAY")
-        seeds = [int(replay)] if replay else run_seeds(
+        seeds = [int(seed) for seed in replay.split(",")] if replay else run_seeds(
             int(os.environ.get("CTAS_SOAK_SEED", "20261128")), int(os.environ.get("CTAS_SOAK_RUNS", "2"))
         )  # fmt: skip
         metafunc.parametrize("run_seed", seeds, ids=[str(seed) for seed in seeds])
@@ -102,9 +106,13 @@ def _allowed(schedule: Schedule) -> set[Any]:
     return allowed
 
 
-def _fault_spec(fault: Fault, try_number: int) -> dict[str, Any]:
+def _fault_spec(fault: Fault, try_number: int, release: Path) -> dict[str, Any]:
     if fault.kind == "raise":
         return {fault.point: {"raise": "soak", "only_try": try_number}}
+    if fault.kind == "timeout":
+        return {fault.point: {"sleep": 2 * TIMEOUT_SECONDS, "only_try": try_number}}
+    if fault.kind == "clear":
+        return {fault.point: {"wait_for": str(release), "only_try": try_number}}
     if fault.kind == "metastore-restart":
         return {fault.point: {"sleep": 4, "only_try": try_number}}
     if fault.point and fault.point != MID_WRITE:
@@ -124,7 +132,8 @@ def _reached(progress: Path, point: str, try_number: int) -> bool:
 def _act(fault: Fault, trial: Trial, progress: Path, staging: Path, target: str, metastore: Any,
          try_number: int, rng: random.Random) -> bool:  # fmt: skip
     """Make ``fault`` happen to the running try; False when the try ended before it could land (a
-    try with nothing to write, after an earlier try published)."""
+    try with nothing to write, after an earlier try published). A timeout lands by itself (Airflow
+    raises it in the held task); a clear is held here and resumed by ``_clear``."""
     if fault.kind in ("raise", "query-fails"):
         return True
     if fault.point == MID_WRITE:
@@ -138,6 +147,8 @@ def _act(fault: Fault, trial: Trial, progress: Path, staging: Path, target: str,
         )
     if landed == "ended":
         return False
+    if fault.kind in ("timeout", "clear"):
+        return True
     if fault.kind == "kill-task":
         trial.signal_group(signal.SIGKILL)
     elif fault.kind == "term-task":
@@ -169,6 +180,11 @@ def test_soak_run(run_seed, stack, spark, database, tmp_path, metastore):
         partition_by=["p"] if schedule.mode == "overwrite_partitions" else [],
         sql=_sql(schedule),
         durable=schedule.durable,
+        operator_extra=(
+            f", execution_timeout=datetime.timedelta(seconds={TIMEOUT_SECONDS})"
+            if any(f.kind == "timeout" for f in schedule.faults)
+            else ""
+        ),
     )
     dag_file, progress = DAGS_FOLDER / f"{dag_id}.py", tmp_path / "progress"
     txn_tag = TransactionKey(dag_id, "ctas", run_id).txn_id[:16]
@@ -176,9 +192,19 @@ def test_soak_run(run_seed, stack, spark, database, tmp_path, metastore):
     started, problems, tries, after_commit_publishes, succeeded = time.monotonic(), list[str](), list[str](), 0, False
     for try_number, fault in enumerate(schedule.faults, 1):
         staging = database_dir(spark, database) / f"__ctas_{txn_tag}_s{try_number}"
-        faults = {"progress_file": str(progress), **_fault_spec(fault, try_number)}
+        release = tmp_path / f"release{try_number}"
+        faults = {"progress_file": str(progress), **_fault_spec(fault, try_number, release)}
         trial = Trial(dag_file, dag_id, run_id, tmp_path / f"try{try_number}.log", faults).start()
         landed = _act(fault, trial, progress, staging, target, metastore, try_number, rng)
+        if fault.kind == "clear":
+            beside, problem = _clear(
+                trial, fault.point, landed, release, progress, try_number, rng, (dag_file, dag_id, run_id), tmp_path
+            )
+            wait_for_drivers_to_exit(target)
+            tries += beside
+            problems += problem
+            succeeded = beside[-1].endswith(": success")  # else one more try without a fault
+            break
         state = trial.wait()
         wait_for_drivers_to_exit(target)
         tries.append(f"{fault}: {state}" if landed else f"{fault} (did not land: the try ended first): {state}")
@@ -209,6 +235,27 @@ def test_soak_run(run_seed, stack, spark, database, tmp_path, metastore):
         }
     )
     assert not problems, f"soak run {schedule}: {'; '.join(problems)}; replay: bash scripts/soak.sh --replay {run_seed}"
+
+
+def _clear(trial: Trial, point: str, landed: bool, release: Path, progress: Path, try_number: int, rng: random.Random,
+           dag: tuple[Path, str, str], logs: Path) -> tuple[list[str], list[str]]:  # fmt: skip
+    """The held try's task instance is cleared: its next try starts beside it and begins (raising its
+    fence), then the held one resumes, somewhere in the next try's run. The held try is a zombie: it
+    must fail, whatever the next try does."""
+    following = try_number + 1
+    spec = {"progress_file": str(progress), "after_begin": {"sleep": 0, "only_try": following}}
+    nxt = Trial(*dag, logs / f"try{following}.log", spec).start()
+    try:
+        if landed:
+            wait_until(f"try {following} to begin", lambda: _reached(progress, "after_begin", following)
+                       or (not nxt.running() and "ended"), 240)  # fmt: skip
+            time.sleep(rng.uniform(0, 3))
+    finally:
+        release.touch()
+    held, beside = trial.wait(), nxt.wait()
+    tries = [f"clear@{point}{'' if landed else ' (ended first)'}: {held}", f"no fault, beside it: {beside}"]
+    superseded = held == "success" and _reached(progress, "after_begin", following)
+    return tries, [f"try {try_number} succeeded after try {following} began"] if superseded else []
 
 
 def _failed_try_problems(txn: dict[str, Any] | None, try_number: int, fault: Fault, published: bool) -> list[str]:

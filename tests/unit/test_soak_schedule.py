@@ -24,4 +24,5 @@ def test_every_fault_is_drawn_and_lands_where_its_mode_reaches():
         reachable = {*DRIVER_POINTS, *MODE_POINTS.get(schedule.mode, ()), TASK_POINT, MID_WRITE, ""}
         assert {f.point for f in schedule.faults} <= reachable, schedule
         assert schedule.slow == any(f.point == MID_WRITE for f in schedule.faults)
+        assert all(f.kind != "clear" for f in schedule.faults[:-1]), "a clear's next try is the run's last"
         assert str(schedule).startswith(f"seed {schedule.seed}: {schedule.mode}")
