@@ -94,10 +94,16 @@ def test_delta_lifecycle(stack, spark, reader, on_spark41, database):
         assert json.loads(commit["userMetadata"])[markers.DAG_ID] == "delta_create", "provenance on the commits"
     created_version = history[0]["version"]
 
-    # A replace that changes the schema: one Delta commit of data, schema and properties.
+    # A replace that changes the schema, checked first: the checks read the staging table it wrote,
+    # then one Delta commit of that table's rows, the schema and the properties.
+    checks = [{"type": "unique", "columns": ["id"]}, {"type": "not_null", "columns": ["k"]}]
     state, txn = _ctas("delta_replace", on_spark41, target_table=target, mode="replace", partition_by=["k"],
-                       sql="SELECT id, CAST(id % 2 AS STRING) AS k, id * 2 AS extra FROM range(50)")  # fmt: skip
+                       sql="SELECT id, CAST(id % 2 AS STRING) AS k, id * 2 AS extra FROM range(50)",
+                       checks=checks)  # fmt: skip
     assert state == "success", txn
+    assert [c["passed"] for c in txn["details"]["checks"]] == [True, True]
+    assert reader.properties(target)[markers.CHECKS].startswith("2/2 passed"), "the checks' summary, published"
+    assert _leftovers(spark, reader, database) == [], "the checked staging table went with the publish"
     assert txn["details"]["publish"]["mechanism"] == "delta_commit"
     assert reader.rows(f"SELECT count(*), max(extra) FROM {target}") == [[50, 98]]
     assert reader.records(f"DESCRIBE DETAIL {target}")[0]["partitionColumns"] == ["k"]
@@ -111,6 +117,15 @@ def test_delta_lifecycle(stack, spark, reader, on_spark41, database):
     assert reader.value(f"SELECT count(*) FROM {target} VERSION AS OF {created_version}") == 700, (
         "the replaced version stays readable by time travel"
     )
+
+    # A failed check: the staged rows are never published, the table and its history stay as they were.
+    versions = len(reader.history(target))
+    state, txn = _ctas("delta_audit_fails", on_spark41, target_table=target, mode="replace",
+                       sql="SELECT 1 AS id, 'x' AS k, 0 AS extra FROM range(3)", checks=checks)  # fmt: skip
+    assert state == "failed" and _error(txn)[0] == "AUDIT_FAILED", txn
+    assert reader.rows(f"SELECT count(*), max(extra) FROM {target}") == [[50, 98]]
+    assert len(reader.history(target)) == versions, "no commit"
+    assert _leftovers(spark, reader, database) == []
 
     # A query that fails mid-write: the data and schema stay, nothing is left.
     failing = "SELECT id, CAST(IF(id = 7, raise_error('boom'), 'y') AS STRING) AS k FROM range(40)"
@@ -126,9 +141,12 @@ def test_delta_lifecycle(stack, spark, reader, on_spark41, database):
     reader.rows(f"CREATE TABLE {daily} USING delta PARTITIONED BY (ds) AS "
                 "SELECT id, IF(id < 30, 'a', 'b') AS ds FROM range(50)")  # fmt: skip
     state, txn = _ctas("delta_parts_2", on_spark41, target_table=daily, mode="overwrite_partitions",
-                       partition_by=["ds"], sql="SELECT id, 'b' AS ds FROM range(5)")  # fmt: skip
+                       partition_by=["ds"], sql="SELECT id, 'b' AS ds FROM range(5)",
+                       checks=[{"type": "row_count", "min": 35, "max": 35, "scope": "result"}])  # fmt: skip
     assert state == "success" and txn["details"]["publish"]["mechanism"] == "delta_commit", txn
+    assert txn["details"]["checks"][0]["value"] == 35, "the result: partition a kept, b replaced"
     assert reader.rows(f"SELECT ds, count(*) FROM {daily} GROUP BY ds ORDER BY ds") == [["a", 30], ["b", 5]]
+    assert _leftovers(spark, reader, database) == []
     assert reader.history(daily)[0]["operation"] == "WRITE" and txn["details"]["row_count"] == 5
 
     # A table that is not a Delta table: a replace would be Delta's drop-then-create; refused, untouched.

@@ -219,7 +219,8 @@ def test_soak_run(run_seed, stack, spark, database, tmp_path, metastore):
         tries.append(f"no fault: {state}")
         succeeded = state == "success"
     values = reader.stop()
-    problems += _final_problems(spark, database, target, succeeded, values, schedule, tmp_path)
+    final, window = _final_problems(spark, database, target, succeeded, values, schedule, tmp_path)
+    problems += final
     record_run(
         {
             "seed": run_seed,
@@ -229,6 +230,7 @@ def test_soak_run(run_seed, stack, spark, database, tmp_path, metastore):
             "faults": [str(f) for f in schedule.faults],
             "tries": tries,
             "after_commit": after_commit_publishes,
+            "fence_window": window,
             "seen": summarize(values),
             "problems": problems,
             "seconds": round(time.monotonic() - started),
@@ -268,9 +270,19 @@ def _failed_try_problems(txn: dict[str, Any] | None, try_number: int, fault: Fau
     return problems
 
 
+def in_fence_window(schedule: Schedule) -> bool:
+    """A cleared try held between its last ownership check and its publish, in a mode that publishes
+    by a flip or partition switch: README's fencing limit, where readers may see the table empty
+    until the zombie switches back. Counted on its own, as the after-commit window is."""
+    return schedule.mode in ("replace", "overwrite_partitions") and any(
+        f.kind == "clear" and f.point == "before_publish" for f in schedule.faults
+    )
+
+
 def _final_problems(spark: Any, database: str, target: str, succeeded: bool, values: list[Any], schedule: Schedule,
-                    logs: Path) -> list[str]:  # fmt: skip
-    problems = []
+                    logs: Path) -> tuple[list[str], str | None]:  # fmt: skip
+    """The run's problems, and what a reader saw in README's fencing window (``in_fence_window``)."""
+    problems, window = [], None
     rows, left = _rows(spark, target), leftovers(spark, database)
     if not succeeded:
         problems.append(f"the last try did not succeed (logs in {logs})")
@@ -279,8 +291,11 @@ def _final_problems(spark: Any, database: str, target: str, succeeded: bool, val
     if left:
         problems.append(f"left behind: {left}")
     if (seen := check_observations(values, _allowed(schedule), NEW_ROWS)) is not None:
-        problems.append(f"a reader saw {seen}")
-    return problems
+        if in_fence_window(schedule):
+            window = f"{seen} ({summarize(values)})"
+        else:
+            problems.append(f"a reader saw {seen}")
+    return problems, window
 
 
 def _rows(spark: Any, target: str) -> int | str:

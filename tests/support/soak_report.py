@@ -29,6 +29,7 @@ def write_report(shared: Path) -> None:
     faults = Counter(f.split("@")[0] for r in runs for f in r["faults"])
     modes = Counter(r["mode"] for r in runs)
     after_commit = sum(r["after_commit"] for r in runs)
+    windowed = [r for r in runs if r.get("fence_window")]
     seconds = [r["seconds"] for r in runs]
     endings = Counter(_ending(entry) for r in runs for entry in r["tries"])
     stamp, commit = reports.stamp(), reports.commit("airflow_provider_ctas", "tests")
@@ -46,7 +47,9 @@ def write_report(shared: Path) -> None:
         "",
         f"Run on {stamp} UTC at commit {commit}, {platform.node()} ({os.cpu_count()} CPUs): **{len(runs)} runs, "
         f"{len(runs) - len(failed)} kept every invariant, {len(failed)} broke one**; {after_commit} tries that "
-        "failed had published (the fault landed after the task decided commit: README's after-commit window).",
+        "failed had published (the fault landed after the task decided commit: README's after-commit window); "
+        f"{len(windowed)} runs had a reader see the table switched to a removed staging directory by a cleared try "
+        "held between its ownership check and its publish (README's fencing limit).",
         "",
         "| | |",
         "|---|---|",
@@ -63,6 +66,10 @@ def write_report(shared: Path) -> None:
         *(f"| {what} | {state} | {n} |" for (what, state), n in sorted(endings.items())),
         "",
     ]
+    if windowed:
+        lines += ["## Runs in the fencing window", "", "| seed | schedule | a reader saw |", "|---|---|---|"]
+        lines += [f"| {r['seed']} | {r['schedule']} | {r['fence_window']} |" for r in windowed]
+        lines.append("")
     if failed:
         lines += ["## Runs that broke an invariant", "", "| seed | schedule | tries | problems |", "|---|---|---|---|"]
         for r in failed:

@@ -72,10 +72,9 @@ def test_iceberg_targets_name_their_catalog_and_modes_are_checked_at_parse_time(
         make(table_format="iceberg", **kwargs)
 
 
-def test_checks_are_refused_at_parse_time_where_nothing_is_staged_to_check():
+def test_every_table_format_stages_a_version_that_checks_can_read():
     checks = [{"type": "row_count", "min": 1}]
-    with pytest.raises(InvalidInputError, match="checks are not supported for 'delta' tables yet; remove checks="):
-        make(table_format="delta", target_table="db.t", mode="replace", checks=checks)
+    assert make(table_format="delta", target_table="db.t", mode="replace", checks=checks).checks == checks
     assert make(table_format="iceberg", target_table="ice.db.t", mode="replace", checks=checks).checks == checks
 
 

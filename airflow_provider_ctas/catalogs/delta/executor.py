@@ -4,13 +4,18 @@ begin    checks the catalog, decides what the target allows and cleans up earlie
          tables; for an existing target, from the second try on, records the previous try's
          version for the transaction's Delta application in an empty commit (fencing every earlier
          try); Delta skipping that commit means the previous try's write had landed;
-prepare  a new target: creates the staging table empty under the reserved name (``CREATE TABLE``, the
-         ownership markers in its first commit, no data file), then appends the query's rows in a
-         second commit; an existing one: nothing yet (a Delta write and its commit are one step);
+prepare  a new target, or an existing one with ``checks=``: creates the staging table empty under
+         the reserved name (``CREATE TABLE``, the ownership markers in its first commit, no data
+         file; in begin when there are checks, so that they are analysed before any data is
+         written), then appends the query's rows in a second commit; an existing target without
+         checks: nothing yet (a Delta write and its commit are one step);
+audit    the checks, on the staging table (and, for ``overwrite_partitions``, the result it makes);
 commit   a new target: renames staging to it (one metastore call, fails if the target appeared; in
          ``overwrite_partitions`` a target that appeared meanwhile has its partitions overwritten);
          an existing one: one Delta commit (``CREATE OR REPLACE``, or a dynamic partition overwrite)
-         carrying this try's version, which Delta skips or refuses once a newer try has begun;
+         of the query's rows, or of the checked staging table's (a second write: what was checked
+         is what is published), carrying this try's version, which Delta skips or refuses once a
+         newer try has begun; the staging table is then dropped;
 abort    drops this and earlier tries' staging tables (their markers checked first, in the catalog
          or, where a killed try left no catalog entry, in the table's first logged commit).
 """
@@ -23,6 +28,7 @@ from contextlib import contextmanager
 from typing import TYPE_CHECKING, Any
 
 from airflow_provider_ctas.catalogs.analysis import analyse_query, describe_schema
+from airflow_provider_ctas.catalogs.audit import AuditTarget
 from airflow_provider_ctas.catalogs.delta import log as delta_log
 from airflow_provider_ctas.catalogs.delta.strategy import DELTA_CATALOG_CLASS
 from airflow_provider_ctas.catalogs.delta.table import FORMAT, DeltaTable, write_version
@@ -41,7 +47,7 @@ from airflow_provider_ctas.core.errors import (
     PublishError,
     UnsupportedTargetError,
 )
-from airflow_provider_ctas.core.identifiers import TableRef
+from airflow_provider_ctas.core.identifiers import TableRef, sql_string_literal
 from airflow_provider_ctas.core.modes import Mode
 from airflow_provider_ctas.core.transaction import Outcome
 from airflow_provider_ctas.spark.ddl import create_table_sql
@@ -96,11 +102,15 @@ def check_delta_catalog(spark: SparkSession) -> None:
 
 
 class DeltaExecutor(PhaseExecutor[DeltaTable]):
+    audits = True
+
     def __init__(self, spark: SparkSession, table: DeltaTable, request: PhaseRequest, log: Reporter) -> None:
         super().__init__(spark, table, request, log)
         self.catalog = CatalogClient(spark)
         self.replacing = False
         """True when the target exists and this try replaces it in place; else it stages a new table."""
+        self.staging_created = False
+        """The staging table was created in begin (for the checks to be analysed before any write)."""
         self.target_location: str | None = None
         self.schema: StructType | None = None
 
@@ -133,13 +143,39 @@ class DeltaExecutor(PhaseExecutor[DeltaTable]):
         self.schema = schema
         if existing is None:
             self.details["publish_mechanism"] = "rename"
-            report.touched.append(f"nothing yet: {self.table.staging_table()} is written in prepare")
         else:
             self._check_in_place(existing)
             report.touched.append(self._fence_earlier_tries())
             if self.progress.outcome is not None:
                 return
+        if self.checks:
+            report.touched.append(self._create_staging(schema))
+        elif existing is None:
+            report.touched.append(f"nothing yet: {self.table.staging_table()} is written in prepare")
         self.progress.reached = Reached.BEGUN
+
+    @property
+    def stages(self) -> bool:
+        """Whether this try writes a staging table: a new target, or an existing one with checks."""
+        return not self.replacing or bool(self.checks)
+
+    def _create_staging(self, schema: StructType) -> str:
+        staging = self.table.staging_table()
+        with self._user_metadata():
+            # Empty first, so the markers are in the table's first commit: a write killed after it
+            # leaves a table (or at least a log) that says which try made it.
+            props = new_table_properties(self.table)
+            self.spark.sql(create_table_sql(staging.quoted, schema, FORMAT, self.table.partition_by, props))
+        self.staging_created = True
+        return f"{staging} (created, empty)"
+
+    def audit_target(self) -> AuditTarget:
+        columns = [f.name for f in self.schema.fields] if self.schema is not None else []
+        staged, target = self.table.staging_table().quoted, self.table.target.quoted
+        if not self.replacing:
+            return AuditTarget(staged=staged, published=None, columns=columns)
+        partial = self.table.partition_by if self.table.mode is Mode.OVERWRITE_PARTITIONS else ()
+        return AuditTarget(staged=staged, published=target, columns=columns, replaced_partitions_of=partial)
 
     def _check_in_place(self, existing: TableInfo) -> None:
         """What an existing target must be for this try to write it in place."""
@@ -182,7 +218,7 @@ class DeltaExecutor(PhaseExecutor[DeltaTable]):
         )
 
     def prepare(self, report: PhaseReport) -> None:
-        if self.replacing:
+        if not self.stages:
             report.note = "a Delta write commits as it ends: the replace is written at commit, once the task decides"
             self.progress.reached = Reached.PREPARED
             self.fault("after_prepare")
@@ -191,13 +227,12 @@ class DeltaExecutor(PhaseExecutor[DeltaTable]):
         if schema is None:
             raise CorruptStateError("prepare ran without begin's analysis of the query")
         self.fault("before_write")
-        props = new_table_properties(self.table)
+        if not self.staging_created:
+            self._create_staging(schema)
         with self.engine.progress(f"prepare {self.table.target}", self.log), self._user_metadata():
-            # Empty first, so the markers are in the table's first commit: a write killed after it
-            # leaves a table (or at least a log) that says which try made it. The append carries no
-            # application version: on a table nobody else writes it would only cost Delta a state
-            # reconstruction (measured: +3 s); retries read the published table's markers instead.
-            self.spark.sql(create_table_sql(staging.quoted, schema, FORMAT, self.table.partition_by, props))
+            # The append carries no application version: on a table nobody else writes it would only
+            # cost Delta a state reconstruction (measured: +3 s); retries read the published table's
+            # markers instead.
             self._query().writeTo(staging.quoted).append()
         commit = self._logged_commit(staging.quoted, self._managed_location(staging), version=1)
         if commit is None:
@@ -218,11 +253,13 @@ class DeltaExecutor(PhaseExecutor[DeltaTable]):
 
     def _publish_in_place(self, report: PhaseReport) -> None:
         target = self.table.target
+        if self.stages:
+            self._require_own_staging()
         self.fault("before_write")
         published_at = now_iso()
         with self.engine.progress(f"commit {target}", self.log), self._user_metadata():
             if self.table.mode is Mode.OVERWRITE_PARTITIONS:
-                writer = self._with_app(self._query().writeTo(target.quoted), write_version(self.table.try_number))
+                writer = self._with_app(self._source().writeTo(target.quoted), write_version(self.table.try_number))
                 self._fenced(writer.overwritePartitions)
             else:
                 writer = self._writer(target.quoted, created_at=published_at)
@@ -239,9 +276,14 @@ class DeltaExecutor(PhaseExecutor[DeltaTable]):
         self.details["publish"] = {"mechanism": "delta_commit", "version": self.details["delta_version"]}
         what = "partitions overwritten" if self.table.mode is Mode.OVERWRITE_PARTITIONS else "replaced"
         report.touched.append(f"{target} ({what}: Delta version {self.details['delta_version']}, {rows} rows)")
+        if self.stages:  # published: the checked staging table has served
+            try:
+                report.touched += self._drop_staging(up_to=self.table.try_number, first=self.table.try_number)
+            except Exception as exc:  # noqa: BLE001 - published; the next try or GC drops it
+                self.log.warning(f"{self.table.staging_table()} not dropped after the publish: {first_line(exc)}")
 
-    def _publish_by_rename(self, report: PhaseReport) -> None:
-        staging, target = self.table.staging_table(), self.table.target
+    def _require_own_staging(self) -> None:
+        staging = self.table.staging_table()
         props = self.catalog.properties(staging)
         if (
             props is None
@@ -252,6 +294,14 @@ class DeltaExecutor(PhaseExecutor[DeltaTable]):
                 f"staging table {staging} of try {self.table.try_number} is gone: a newer try of this task "
                 "instance has taken over, so this try must not publish"
             )
+
+    def _publish_by_rename(self, report: PhaseReport) -> None:
+        staging, target = self.table.staging_table(), self.table.target
+        self._require_own_staging()
+        if self.audit_results:  # carried over by the rename
+            checks = sql_string_literal(self.audit_provenance()[markers.CHECKS])
+            with self._user_metadata():
+                self.spark.sql(f"ALTER TABLE {staging.quoted} SET TBLPROPERTIES ('{markers.CHECKS}' = {checks})")
         try:
             self.catalog.rename(staging, target)
         except Exception as exc:
@@ -286,13 +336,17 @@ class DeltaExecutor(PhaseExecutor[DeltaTable]):
     def _query(self) -> DataFrame:
         return self.spark.sql(as_subquery(self.request.sql or ""))
 
+    def _source(self) -> DataFrame:
+        """What an in-place publish writes: the checked staging table's rows, or the query's."""
+        return self.spark.table(self.table.staging_table().quoted) if self.stages else self._query()
+
     def _writer(self, name: str, *, created_at: str) -> Any:
-        """A DataFrameWriterV2 that creates ``name`` from the query with this try's markers, the
-        user's table properties and partitioning."""
+        """A DataFrameWriterV2 that creates ``name`` from what this try publishes, with its markers
+        (and the checks' summary), the user's table properties and partitioning."""
         from pyspark.sql.functions import col
 
-        writer = self._query().writeTo(name).using(FORMAT)
-        for key, value in new_table_properties(self.table, created_at).items():
+        writer = self._source().writeTo(name).using(FORMAT)
+        for key, value in {**new_table_properties(self.table, created_at), **self.audit_provenance()}.items():
             writer = writer.tableProperty(key, value)
         if self.table.partition_by:
             writer = writer.partitionedBy(*(col(c) for c in self.table.partition_by))

@@ -30,7 +30,6 @@ STRATEGY = Strategy(
     check_options=DeltaTable.check_options,
     driver=_driver,
     lineage_namespace=metastore_namespace,
-    audits=False,  # replace and partition overwrites write at commit: nothing is staged to check
     # A staging table's markers are in its log's first commit, written before its catalog entry.
     staging_reader=StagingReader("Delta", log.created_properties),
 )

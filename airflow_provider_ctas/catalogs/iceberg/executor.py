@@ -96,7 +96,8 @@ class IcebergExecutor(PhaseExecutor[IcebergTable]):
 
     def begin(self, report: PhaseReport) -> None:
         catalog, target = self._catalog(), self.table.target
-        self.details["metastore_uris"] = catalog.uri
+        if catalog.type != "glue":  # a Glue catalog is named once Glue answered for the namespace (below)
+            self.details["metastore_uris"] = catalog.uri
         self.details["spark_application"] = self.engine.application()
         if not catalog.namespace_exists(target.database):
             raise DatabaseNotFoundError(
