@@ -16,7 +16,12 @@ MODES = ("create", "replace", "swap", "overwrite_partitions")
 # reached in every run of its mode), the task's point while its driver waits for the decision, and
 # the middle of the write.
 DRIVER_POINTS = ("after_begin", "after_prepare", "before_publish", "after_publish")
-MODE_POINTS = {"swap": ("publish_after_move_aside",)}
+MODE_POINTS = {
+    "swap": ("publish_after_move_aside",),
+    # After the last ownership check, right before the flip or the partition switch: README's fencing limit.
+    "replace": ("publish_checked",),
+    "overwrite_partitions": ("publish_checked",),
+}
 TASK_POINT = "before_decision"
 MID_WRITE = "mid-write"
 
@@ -82,7 +87,7 @@ def _fault(rng: random.Random, mode: str) -> Fault:
     if kind == "timeout":
         return Fault(kind, rng.choice((*driver_points, TASK_POINT)))
     if kind == "clear":
-        return Fault(kind, rng.choice(CLEAR_POINTS))
+        return Fault(kind, rng.choice((*CLEAR_POINTS, *MODE_POINTS.get(mode, ()))))
     return Fault(kind, rng.choice((*driver_points, TASK_POINT, MID_WRITE)))
 
 

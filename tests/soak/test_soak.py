@@ -54,11 +54,13 @@ NEW_SQL = (
     "CAST(id % 4 AS STRING) AS p FROM range(0, 400, 1, 4){failing}"
 )
 CODES = {cls.code for cls in vars(errors).values() if isinstance(cls, type) and issubclass(cls, errors.CtasError)}
-PUBLISH_POINTS = frozenset({"before_publish", "publish_after_move_aside", "publish_between_partitions"})
+PUBLISH_POINTS = frozenset(
+    {"before_publish", "publish_checked", "publish_after_move_aside", "publish_between_partitions"}
+)
 PAUSE_SECONDS = 15
 """How long a driver or task waits at the point where a kill lands (the kill comes within a second)."""
-TIMEOUT_SECONDS = 45
-"""The task's ``execution_timeout`` in a run with a timeout fault (a try without one takes under 30 s)."""
+TIMEOUT_SECONDS = 30
+"""The task's ``execution_timeout`` in a run with a timeout fault (a try without one takes 10-20 s here)."""
 
 
 def pytest_generate_tests(metafunc: pytest.Metafunc) -> None:
@@ -192,6 +194,7 @@ def test_soak_run(run_seed, stack, spark, database, tmp_path, metastore):
     started, problems, tries, after_commit_publishes, succeeded = time.monotonic(), list[str](), list[str](), 0, False
     for try_number, fault in enumerate(schedule.faults, 1):
         staging = database_dir(spark, database) / f"__ctas_{txn_tag}_s{try_number}"
+        before = _rows(spark, target)
         release = tmp_path / f"release{try_number}"
         faults = {"progress_file": str(progress), **_fault_spec(fault, try_number, release)}
         trial = Trial(dag_file, dag_id, run_id, tmp_path / f"try{try_number}.log", faults).start()
@@ -211,7 +214,7 @@ def test_soak_run(run_seed, stack, spark, database, tmp_path, metastore):
         if state == "success":  # the try survived its fault (a metastore back in time): the run is done
             succeeded = True
             break
-        published = _rows(spark, target) == NEW_ROWS
+        published = _rows(spark, target) == NEW_ROWS and before != NEW_ROWS  # not an earlier try's
         after_commit_publishes += published and after_commit(fault)
         problems += _failed_try_problems(xcom_value(dag_id, run_id, "ctas_transaction"), try_number, fault, published)
     if not succeeded:
@@ -271,11 +274,12 @@ def _failed_try_problems(txn: dict[str, Any] | None, try_number: int, fault: Fau
 
 
 def in_fence_window(schedule: Schedule) -> bool:
-    """A cleared try held between its last ownership check and its publish, in a mode that publishes
-    by a flip or partition switch: README's fencing limit, where readers may see the table empty
-    until the zombie switches back. Counted on its own, as the after-commit window is."""
+    """A driver held between its last ownership check and its flip or partition switch while its
+    staging can be removed under it (a cleared try's, by the next try; a timed-out try's, by its own
+    abort): README's fencing limit, where readers may see the table empty until the driver switches
+    back. Counted on its own, as the after-commit window is."""
     return schedule.mode in ("replace", "overwrite_partitions") and any(
-        f.kind == "clear" and f.point == "before_publish" for f in schedule.faults
+        f.kind in ("clear", "timeout") and f.point == "publish_checked" for f in schedule.faults
     )
 
 

@@ -48,8 +48,8 @@ def write_report(shared: Path) -> None:
         f"Run on {stamp} UTC at commit {commit}, {platform.node()} ({os.cpu_count()} CPUs): **{len(runs)} runs, "
         f"{len(runs) - len(failed)} kept every invariant, {len(failed)} broke one**; {after_commit} tries that "
         "failed had published (the fault landed after the task decided commit: README's after-commit window); "
-        f"{len(windowed)} runs had a reader see the table switched to a removed staging directory by a cleared try "
-        "held between its ownership check and its publish (README's fencing limit).",
+        f"{len(windowed)} runs had a reader see the table switched to a removed staging directory by a driver "
+        "held between its last ownership check and its publish (README's fencing limit).",
         "",
         "| | |",
         "|---|---|",

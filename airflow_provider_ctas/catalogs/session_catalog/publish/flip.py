@@ -14,7 +14,7 @@ from airflow_provider_ctas.catalogs.provenance import new_table_properties
 from airflow_provider_ctas.catalogs.session_catalog import retention
 from airflow_provider_ctas.catalogs.session_catalog.context import RunContext
 from airflow_provider_ctas.catalogs.session_catalog.plan import Publish, shape_differences
-from airflow_provider_ctas.catalogs.session_catalog.publish.fence import revoked, still_own_staging
+from airflow_provider_ctas.catalogs.session_catalog.publish.fence import require_own_staging, revoked, still_own_staging
 from airflow_provider_ctas.catalogs.session_catalog.publish.request import Publication
 from airflow_provider_ctas.core.errors import PublishError
 from airflow_provider_ctas.core.identifiers import sql_string_literal
@@ -30,6 +30,8 @@ def publish_by_flip(ctx: RunContext, pub: Publication) -> None:
         raise PublishError(f"{target} changed since begin ({'; '.join(problems) or target_info.table_type})")
     old_location, new_location = target_info.location or "", plan.staging_location or ""
     properties = {**new_table_properties(table), **provenance}
+    require_own_staging(ctx)  # again, after the reads: nothing but the flip between the check and it
+    ctx.fault("publish_checked")
     started = time.monotonic()
     undo = ctx.catalog.relocate(target, new_location, properties)
     if undo is None:  # Spark Connect, or a provider with its own catalog: location now, provenance after
