@@ -21,9 +21,8 @@ from airflow_provider_ctas.catalogs.iceberg.strategy import lineage_namespace
 from airflow_provider_ctas.core import markers
 from ctas_devstack import glue
 from ctas_devstack.s3 import ACCESS_KEY, SECRET_KEY, S3Server
-from tests.support.faults import summarize
 from tests.support.fixtures import S3_BUCKET
-from tests.support.format_scenarios import zombie_in_publish_window
+from tests.support.format_scenarios import assert_zombie_fenced, zombie_in_publish_window
 from tests.support.gc import entries, gc_cli
 from tests.support.iceberg import ICEBERG_RUNTIME, iceberg_ctas, leftovers, probe, spark_jars, task_conf_on_spark41
 from tests.support.table_reader import TableReader
@@ -107,10 +106,7 @@ def test_glue_catalog_creates_replaces_and_fences_a_zombie(stack, s3, reader, on
     since = len(s3.requests())
     scenario = probe("iceberg-glue", reader, f"{CATALOG}.{NAMESPACE}", target)
     result = zombie_in_publish_window(scenario, target, on_glue, tmp_path, "glue_zombie")
-    assert result["try2"] == "success" and result["try1_decided_commit"]
-    assert reader.rows(f"SELECT DISTINCT written_by_try FROM {target}") == [[2]]
-    assert result["left"] == []
-    assert result["problem"] is None, summarize(result["seen"])
+    assert_zombie_fenced(reader, target, result)
     updates = _updates(s3, since)
     assert updates and all(update["version_id"] for update in updates), updates
 

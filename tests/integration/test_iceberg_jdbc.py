@@ -13,8 +13,7 @@ import pytest
 
 from airflow_provider_ctas.core import markers
 from ctas_devstack.postgres import create_database, drop_database
-from tests.support.faults import summarize
-from tests.support.format_scenarios import zombie_in_publish_window
+from tests.support.format_scenarios import assert_zombie_fenced, zombie_in_publish_window
 from tests.support.iceberg import ICEBERG_RUNTIME, iceberg_ctas, leftovers, probe, spark_jars, task_conf_on_spark41
 from tests.support.table_reader import TableReader
 
@@ -68,7 +67,4 @@ def test_jdbc_catalog_creates_and_fences_a_zombie(stack, reader, on_jdbc, tmp_pa
     target = f"{CATALOG}.{NAMESPACE}.fenced"
     scenario = probe("iceberg-jdbc", reader, f"{CATALOG}.{NAMESPACE}", target)
     result = zombie_in_publish_window(scenario, target, on_jdbc, tmp_path, "jdbc_zombie")
-    assert result["try2"] == "success" and result["try1_decided_commit"]
-    assert reader.rows(f"SELECT DISTINCT written_by_try FROM {target}") == [[2]]
-    assert result["left"] == []
-    assert result["problem"] is None, summarize(result["seen"])
+    assert_zombie_fenced(reader, target, result)

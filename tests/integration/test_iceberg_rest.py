@@ -20,7 +20,12 @@ from airflow_provider_ctas.core import markers
 from ctas_devstack.iceberg_rest import IcebergRestCatalog
 from tests.support.dags import DAGS_FOLDER, make_dag, xcom_value
 from tests.support.faults import Trial, check_observations, summarize
-from tests.support.format_scenarios import FormatProbe, record_format_cell, zombie_in_publish_window
+from tests.support.format_scenarios import (
+    FormatProbe,
+    assert_zombie_fenced,
+    record_format_cell,
+    zombie_in_publish_window,
+)
 from tests.support.iceberg import iceberg_ctas, leftovers, probe
 from tests.support.processes import wait_for_line
 from tests.support.table_reader import TablePoller, TableReader
@@ -88,11 +93,7 @@ def test_a_zombie_try_is_fenced_by_the_rest_commit(stack, reader, on_rest, tmp_p
     a REST commit, and ``main`` is unchanged (``zombie_in_publish_window``)."""
     target = f"{CATALOG}.{NAMESPACE}.fenced"
     result = zombie_in_publish_window(_probe(reader, target), target, on_rest, tmp_path, "rest_zombie")
-    assert result["try2"] == "success"
-    assert result["try1_decided_commit"]
-    assert reader.rows(f"SELECT DISTINCT written_by_try FROM {target}") == [[2]]
-    assert result["left"] == []
-    assert result["problem"] is None, summarize(result["seen"])
+    assert_zombie_fenced(reader, target, result)
 
 
 def _restart(rest: IcebergRestCatalog) -> None:

@@ -198,3 +198,12 @@ def zombie_in_publish_window(
     decided = "commit: the task decided commit for try 1" in (tmp_path / "try1.log").read_text(errors="replace")
     return {"try1": first_state, "try2": second_state, "try1_decided_commit": decided, "left": left,
             "seen": poller.seen, "problem": problem}  # fmt: skip
+
+
+def assert_zombie_fenced(reader: TableReader, target: str, result: dict[str, Any]) -> None:
+    """What ``zombie_in_publish_window`` must show on every catalog: try 1 decided commit and was
+    refused, try 2 published its rows alone, nothing is left, and the reader saw old or new only."""
+    assert result["try2"] == "success" and result["try1_decided_commit"], result
+    assert reader.rows(f"SELECT DISTINCT written_by_try FROM {target}") == [[2]]
+    assert result["left"] == []
+    assert result["problem"] is None, summarize(result["seen"])
