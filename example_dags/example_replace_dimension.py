@@ -38,6 +38,9 @@ with DAG(
             FROM range(97)
         """,
         table_properties={"team": "data-eng", "refreshed_for": "{{ ds }}"},
+        # Kept across every replace, with any comment set on the table by hand.
+        comment="One row per customer, rebuilt daily",
+        column_comments={"tier": "bronze, silver or gold"},
         checks=[
             RowCount(min=1),
             NotNull("customer_id", "name"),

@@ -82,6 +82,8 @@ def create_two_phase_table(
     table_properties: Mapping[str, object] | None = None,
     allow_swap: bool = False,
     superseded_retention: object = None,
+    comment: object = None,
+    column_comments: object = None,
 ) -> TwoPhaseTable:
     """Validate a request and return the two-phase table that can publish it atomically."""
     try:
@@ -99,5 +101,7 @@ def create_two_phase_table(
         table_properties=table_properties,
         allow_swap=allow_swap,
         superseded_retention=superseded_retention,
+        comment=comment,
+        column_comments=column_comments,
     )
     return strategy.validate(spec)

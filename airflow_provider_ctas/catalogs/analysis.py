@@ -3,6 +3,7 @@ schema, and what its plan reads for lineage. Shared by every strategy's begin.""
 
 from __future__ import annotations
 
+import time
 from typing import TYPE_CHECKING, Any
 
 from airflow_provider_ctas.catalogs.metastore.namespace import catalog_namespace, jdbc_dataset, path_dataset
@@ -33,6 +34,8 @@ def analyse_query(
         raise QueryError(f"the SELECT is not a valid query: {first_line(exc)}") from exc
     if (inputs := lineage_inputs(engine, frame, log)) is not None:
         details["inputs"] = inputs  # for lineage: what the analysed plan reads
+        if (columns := lineage_columns(engine, frame, log)) is not None:
+            details["column_lineage"] = columns
     return schema
 
 
@@ -58,6 +61,21 @@ def lineage_inputs(engine: Engine, frame: DataFrame, log: Reporter) -> list[Any]
         return [_named(i, settings) for i in inputs]
     except Exception as exc:  # noqa: BLE001 - see the docstring
         log.warning(f"lineage: could not read the query's input tables from its plan: {first_line(exc)}")
+        return None
+
+
+def lineage_columns(engine: Engine, frame: DataFrame, log: Reporter) -> dict[str, list[list[Any]]] | None:
+    """Per output column, ``[input index, column, subtype]`` of the inputs (in ``inputs``' order)
+    its values come from; None when the plan cannot be read (as for the inputs)."""
+    try:
+        started = time.monotonic()
+        columns = engine.column_lineage(frame)
+        if columns is not None:
+            seconds = time.monotonic() - started
+            log.info(f"lineage: the inputs of {len(columns)} column(s) read from the plan in {seconds:.3f}s")
+        return columns
+    except Exception as exc:  # noqa: BLE001 - as lineage_inputs
+        log.warning(f"lineage: could not read the query's column lineage from its plan: {first_line(exc)}")
         return None
 
 

@@ -79,6 +79,8 @@ class RequestSpec:
     table_properties: Mapping[str, object] | None = None
     allow_swap: bool = False
     superseded_retention: object = None
+    comment: object = None
+    column_comments: object = None
 
 
 @dataclass(frozen=True)

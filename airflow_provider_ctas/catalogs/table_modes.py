@@ -10,6 +10,7 @@ from typing import Any, ClassVar
 
 from airflow_provider_ctas.catalogs.strategy import RequestSpec
 from airflow_provider_ctas.core import markers
+from airflow_provider_ctas.core.comments import Comments, validate_comments
 from airflow_provider_ctas.core.errors import CorruptStateError, InvalidInputError
 from airflow_provider_ctas.core.identifiers import TableRef, validate_table_properties
 from airflow_provider_ctas.core.modes import Mode, parse_mode
@@ -56,6 +57,7 @@ class WholeTable(TwoPhaseTable):
             mode=cls.validate_mode(spec.mode, partition_by),
             partition_by=partition_by,
             table_properties=validate_table_properties(spec.table_properties),
+            comments=validate_comments(spec.comment, spec.column_comments),
         )
 
     @classmethod
@@ -69,6 +71,7 @@ class WholeTable(TwoPhaseTable):
     mode: Mode
     partition_by: tuple[str, ...] = ()
     table_properties: dict[str, str] = field(default_factory=dict)
+    comments: Comments = field(default_factory=Comments)
 
     def staging_table(self, try_number: int | None = None) -> TableRef:
         """A new target is staged as its own table under this reserved name, per try."""
@@ -79,17 +82,21 @@ class WholeTable(TwoPhaseTable):
             "mode": self.mode.value,
             "partition_by": list(self.partition_by),
             "table_properties": dict(self.table_properties),
+            "comments": self.comments.to_dict(),
         }
 
     @classmethod
     def spec_from_dict(cls, data: Mapping[str, Any]) -> dict[str, Any]:
-        spec = _exact_fields(data, {"mode", "partition_by", "table_properties"}, "spec")
+        # State stored before comments existed has none: the table's own are kept.
+        optional = {"comments"} & set(data)
+        spec = _exact_fields(data, {"mode", "partition_by", "table_properties"} | optional, "spec")
         try:
             partition_by = cls.validate_partition_by(spec["partition_by"])
             return {
                 "mode": cls.validate_mode(spec["mode"], partition_by),
                 "partition_by": partition_by,
                 "table_properties": validate_table_properties(spec["table_properties"]),
+                "comments": Comments.from_dict(spec["comments"]) if optional else Comments(),
             }
         except InvalidInputError as exc:
             raise CorruptStateError(f"spec is invalid: {exc}") from exc

@@ -182,6 +182,8 @@ def _validate_property_key(key: object) -> None:
     if len(key) > MAX_PROPERTY_KEY_LENGTH:
         raise InvalidInputError(f"table property key {key[:40]!r}... is too long")
     lowered = key.lower()
+    if lowered == "comment":
+        raise InvalidInputError("the table's comment is not a table property here: pass comment= to the operator")
     if lowered in SPARK_RESERVED_PROPERTIES:
         raise InvalidInputError(
             f"table property {key!r} is reserved by Spark and cannot be set through TBLPROPERTIES "

@@ -11,6 +11,7 @@ from typing import Any
 from airflow_provider_ctas.catalogs.query import validate_query
 from airflow_provider_ctas.catalogs.strategy import Strategy
 from airflow_provider_ctas.core.checks import Check, validate_checks
+from airflow_provider_ctas.core.comments import validate_comments
 from airflow_provider_ctas.core.errors import InvalidInputError
 from airflow_provider_ctas.core.identifiers import TableRef, validate_table_properties
 from airflow_provider_ctas.core.modes import parse_mode
@@ -106,6 +107,8 @@ def check_known_arguments(
     partition_by: Sequence[str] | str | None,
     table_format: str,
     table_properties: object,
+    comment: object,
+    column_comments: object,
     checks: Sequence[Check | Mapping[str, Any]],
 ) -> TableRef | None:
     """Refuse what is already wrong; the target, when it is known before templates render."""
@@ -118,6 +121,8 @@ def check_known_arguments(
             parse_mode(mode, partition_by=partition_by or ())
     if not is_templated(table_properties) and not has_templates(table_properties):
         validate_table_properties(table_properties)
+    if not is_templated(comment) and not is_templated(column_comments) and not has_templates(column_comments):
+        validate_comments(comment, column_comments)
     validate_checks(checks)  # templated SQL is checked again, rendered, before any Spark work
     if checks and not strategy.audits:
         raise InvalidInputError(f"checks are not supported for {table_format!r} tables yet; remove checks=")

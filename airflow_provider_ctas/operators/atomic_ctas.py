@@ -88,6 +88,11 @@ class AtomicCtasOperator(CtasLifecycle, CtasLineageMixin, BaseOperator):
     :param table_format: a file format of Spark's session catalog (parquet, orc, json, csv, text,
         avro), ``iceberg`` or ``delta``; each publishes by its own mechanism (docs: table formats).
     :param table_properties: extra table properties; templated.
+    :param comment: the table's comment; templated. None keeps the comment an existing table has.
+    :param column_comments: comments of columns, by name (``{"id": "the order's id"}``); templated.
+        A replace keeps the comments the table's remaining columns already have (set with
+        ``ALTER TABLE ... ALTER COLUMN ... COMMENT`` or in a catalog UI); these change only the
+        columns they name, which the query must produce.
     :param allow_swap: let ``replace`` change the table's shape (columns, format, partitioning) by
         swapping two tables; readers may then find the table missing or empty for a moment between
         two renames. Without it, such a replace fails before any Spark job runs; a replace that
@@ -136,6 +141,8 @@ class AtomicCtasOperator(CtasLifecycle, CtasLineageMixin, BaseOperator):
         "mode",
         "partition_by",
         "table_properties",
+        "comment",
+        "column_comments",
         "conn_id",
         "conf",
         "spark_submit_options",
@@ -143,7 +150,12 @@ class AtomicCtasOperator(CtasLifecycle, CtasLineageMixin, BaseOperator):
         "durable",
     )
     template_ext: Sequence[str] = (".sql", ".hql")
-    template_fields_renderers: ClassVar[dict[str, str]] = {"sql": "sql", "table_properties": "json", "conf": "json"}
+    template_fields_renderers: ClassVar[dict[str, str]] = {
+        "sql": "sql",
+        "table_properties": "json",
+        "column_comments": "json",
+        "conf": "json",
+    }
     ui_color = "#e4f0e8"
     operator_extra_links = (SparkApplicationLink(),)
 
@@ -156,6 +168,8 @@ class AtomicCtasOperator(CtasLifecycle, CtasLineageMixin, BaseOperator):
         partition_by: Sequence[str] | str | None = None,
         table_format: str = "parquet",
         table_properties: Mapping[str, Any] | str | None = None,
+        comment: str | None = None,
+        column_comments: Mapping[str, str] | str | None = None,
         allow_swap: bool = False,
         superseded_retention: datetime.timedelta | float = datetime.timedelta(hours=1),
         checks: Sequence[Check | Mapping[str, Any]] | None = None,
@@ -190,6 +204,8 @@ class AtomicCtasOperator(CtasLifecycle, CtasLineageMixin, BaseOperator):
         self.partition_by = partition_list(partition_by)
         self.table_format = table_format.lower()
         self.table_properties = table_properties
+        self.comment = comment
+        self.column_comments = column_comments
         self.allow_swap = allow_swap
         self.superseded_retention = superseded_retention
         self.checks = list(checks or [])
@@ -218,6 +234,8 @@ class AtomicCtasOperator(CtasLifecycle, CtasLineageMixin, BaseOperator):
             partition_by=self.partition_by,
             table_format=table_format,
             table_properties=table_properties,
+            comment=comment,
+            column_comments=column_comments,
             checks=self.checks,
         )
         self.asset_events = asset_events
@@ -261,6 +279,8 @@ class AtomicCtasOperator(CtasLifecycle, CtasLineageMixin, BaseOperator):
             table_properties=self.table_properties,  # type: ignore[arg-type]
             allow_swap=self.allow_swap,
             superseded_retention=self.superseded_retention,
+            comment=self.comment,
+            column_comments=self.column_comments,
         )
 
     # -- execute -------------------------------------------------------------------------------

@@ -71,8 +71,11 @@ def lineage(
     database, table = target.split(".")[-2:]
     # What the driver's analysed plan read, once it ran (Spark Connect: the SQL parsed here).
     inputs = details["inputs"] if isinstance(details.get("inputs"), list) else input_tables(sql)
+    datasets = [_input(namespace, entry) for entry in inputs]
+    if isinstance(details.get("column_lineage"), Mapping) and datasets:
+        facets["columnLineage"] = _column_lineage(details["column_lineage"], datasets)
     return OperatorLineage(
-        inputs=[_input(namespace, entry) for entry in inputs],
+        inputs=datasets,
         outputs=[
             OutputDataset(
                 namespace=namespace,
@@ -128,6 +131,34 @@ def _input(namespace: str, entry: Any) -> Any:
         return Dataset(namespace=str(entry["namespace"]), name=str(entry["name"]))
     database, _, table = str(entry).rpartition(".")
     return Dataset(namespace=namespace, name=dataset_name(namespace, database, table) if database else table)
+
+
+def _column_lineage(columns: Mapping[str, Any], inputs: list[Any]) -> Any:
+    """The driver's column lineage (input index, column, subtype) as OpenLineage's facet: each
+    output column's DIRECT dependencies; a column computed from no input column (a literal,
+    ``range``) has none and is left out."""
+    from openlineage.client.generated.column_lineage_dataset import (
+        ColumnLineageDatasetFacet,
+        Fields,
+        InputField,
+        Transformation,
+    )
+
+    fields = {}
+    for column, sources in columns.items():
+        used = [
+            InputField(
+                namespace=inputs[index].namespace,
+                name=inputs[index].name,
+                field=str(field),
+                transformations=[Transformation(type="DIRECT", subtype=str(subtype))],
+            )
+            for index, field, subtype in sources
+            if isinstance(index, int) and 0 <= index < len(inputs)
+        ]
+        if used:
+            fields[str(column)] = Fields(inputFields=used)
+    return ColumnLineageDatasetFacet(fields=fields)
 
 
 def _assertions(checks: list[dict[str, Any]]) -> Any:

@@ -24,6 +24,7 @@ from airflow_provider_ctas.spark.catalog_entry import (
     serves_fully,
 )
 from airflow_provider_ctas.spark.filesystem import ConnectFileSystem, FileSystem, HadoopFileSystem
+from airflow_provider_ctas.spark.plan_lineage import InputEntry, leaf_inputs, plan_column_lineage
 
 if TYPE_CHECKING:
     from pyspark.sql import DataFrame, SparkSession
@@ -102,43 +103,22 @@ class ClassicEngine:
         the driver: only what names the source leaves it). CTEs resolve to what they read;
         table-valued functions (``range``) and temporary views' sources count as what they are."""
         leaves = frame._jdf.queryExecution().analyzed().collectLeaves().iterator()
-        found: set[str] = set()
-        other: set[tuple[str, str]] = set()
-        paths: set[str] = set()
-        sources: set[tuple[str, str]] = set()
+        found: list[InputEntry] = []
         while leaves.hasNext():
-            leaf = leaves.next()
-            kind = leaf.getClass().getSimpleName()
-            relation: Any = leaf.relation() if kind == "LogicalRelation" else None
-            relation_kind = relation.getClass().getSimpleName() if relation is not None else ""
-            if relation_kind == "JDBCRelation":  # the source, even under a catalog table USING jdbc
-                table = str(relation.jdbcOptions().tableOrQuery())
-                if not table.startswith("("):  # a pushed-down query names no table
-                    sources.add((str(relation.jdbcOptions().url()), table))
-                continue
-            if kind == "HiveTableRelation":
-                identifier = leaf.tableMeta().identifier()
-            elif kind == "LogicalRelation" and leaf.catalogTable().isDefined():
-                identifier = leaf.catalogTable().get().identifier()
-            elif kind == "DataSourceV2Relation" and leaf.catalog().isDefined() and leaf.identifier().isDefined():
-                catalog, ident = str(leaf.catalog().get().name()), leaf.identifier().get()
-                other.add((catalog, ".".join([*(str(part) for part in ident.namespace()), str(ident.name())]).lower()))
-                continue
-            elif relation_kind == "HadoopFsRelation":
-                roots = relation.location().rootPaths().iterator()
-                while roots.hasNext():
-                    paths.add(str(roots.next().toUri().toString()))
-                continue
-            else:
-                continue
-            database = identifier.database().get() if identifier.database().isDefined() else "default"
-            found.add(f"{database}.{identifier.table()}".lower())
+            found += [entry for entry in leaf_inputs(leaves.next()) if entry not in found]
+        tables = sorted(e for e in found if isinstance(e, str))
+        others = [e for e in found if not isinstance(e, str)]
+        order = ("catalog", "path", "jdbc")
         return [
-            *sorted(found),
-            *({"catalog": c, "name": n} for c, n in sorted(other)),
-            *({"path": p} for p in sorted(paths)),
-            *({"jdbc": url, "table": table} for url, table in sorted(sources)),
+            *tables,
+            *sorted(others, key=lambda e: (order.index(next(k for k in order if k in e)), sorted(e.items()))),
         ]
+
+    def column_lineage(self, frame: DataFrame) -> dict[str, list[list[Any]]] | None:
+        """Per output column, the input columns its values come from (``plan_lineage``), by their
+        index in ``input_tables``."""
+        inputs = self.input_tables(frame) or []
+        return plan_column_lineage(frame._jdf.queryExecution().analyzed(), inputs)
 
     def application(self) -> dict[str, str | None]:
         """Where the work runs: the application id, its live UI (while it runs), its page on the
@@ -340,6 +320,10 @@ class ConnectEngine:
         """Unknown: a Connect client sees no analysed plan (lineage parses the SQL instead)."""
         return None
 
+    def column_lineage(self, frame: DataFrame) -> dict[str, list[list[Any]]] | None:
+        """Unknown, as the inputs are."""
+        return None
+
     def application(self) -> dict[str, str | None]:
         """The Connect server's application (its UI address is not visible to a client)."""
         app_id = self.spark.conf.get("spark.app.id", None)
@@ -428,6 +412,12 @@ Engine = ClassicEngine | ConnectEngine
 
 def engine_for(spark: SparkSession) -> Engine:
     return ConnectEngine(spark) if is_connect(spark) else ClassicEngine(spark)
+
+
+def _input_order(entry: dict[str, str]) -> tuple[int, list[tuple[str, str]]]:
+    """Another catalog's tables, then paths, then JDBC sources; each sorted by what names it."""
+    kinds = ("catalog", "path", "jdbc")
+    return next(i for i, kind in enumerate(kinds) if kind in entry), sorted(entry.items())
 
 
 def _set_properties_by_sql(spark: SparkSession, ref: TableRef, properties: Mapping[str, str]) -> None:

@@ -79,7 +79,8 @@ def _error(txn: dict[str, Any]) -> tuple[str, str]:
 def test_delta_lifecycle(stack, spark, reader, on_spark41, database):
     target = f"{database}.events"
 
-    state, txn = _ctas("delta_create", on_spark41, target_table=target, sql="SELECT id, id % 7 AS k FROM range(700)")
+    state, txn = _ctas("delta_create", on_spark41, target_table=target, sql="SELECT id, id % 7 AS k FROM range(700)",
+                       comment="events", column_comments={"id": "event id", "k": "bucket"})  # fmt: skip
     assert state == "success", txn
     assert txn["details"]["publish"]["mechanism"] == "rename"
     assert (txn["details"]["row_count"], txn["details"]["delta_version"]) == (700, 1), "the staging write, read"
@@ -93,6 +94,7 @@ def test_delta_lifecycle(stack, spark, reader, on_spark41, database):
     for commit in history:
         assert json.loads(commit["userMetadata"])[markers.DAG_ID] == "delta_create", "provenance on the commits"
     created_version = history[0]["version"]
+    assert reader.comments(target) == ("events", {"id": "event id", "k": "bucket"})
 
     # A replace that changes the schema, checked first: the checks read the staging table it wrote,
     # then one Delta commit of that table's rows, the schema and the properties.
@@ -107,6 +109,9 @@ def test_delta_lifecycle(stack, spark, reader, on_spark41, database):
     assert txn["details"]["publish"]["mechanism"] == "delta_commit"
     assert reader.rows(f"SELECT count(*), max(extra) FROM {target}") == [[50, 98]]
     assert reader.records(f"DESCRIBE DETAIL {target}")[0]["partitionColumns"] == ["k"]
+    assert reader.comments(target) == ("events", {"id": "event id", "k": "bucket"}), (
+        "Delta's replace takes the comments the provider gives it: the table's own, for the columns it keeps"
+    )
     history = reader.history(target)
     operations = [h["operation"] for h in history]
     assert operations == ["CREATE OR REPLACE TABLE AS SELECT", "WRITE", "CREATE TABLE"], (
@@ -141,13 +146,17 @@ def test_delta_lifecycle(stack, spark, reader, on_spark41, database):
     reader.rows(f"CREATE TABLE {daily} USING delta PARTITIONED BY (ds) AS "
                 "SELECT id, IF(id < 30, 'a', 'b') AS ds FROM range(50)")  # fmt: skip
     state, txn = _ctas("delta_parts_2", on_spark41, target_table=daily, mode="overwrite_partitions",
-                       partition_by=["ds"], sql="SELECT id, 'b' AS ds FROM range(5)",
+                       partition_by=["ds"], sql="SELECT id, 'b' AS ds FROM range(5)", comment="daily",
+                       column_comments={"ds": "the day"},
                        checks=[{"type": "row_count", "min": 35, "max": 35, "scope": "result"}])  # fmt: skip
     assert state == "success" and txn["details"]["publish"]["mechanism"] == "delta_commit", txn
     assert txn["details"]["checks"][0]["value"] == 35, "the result: partition a kept, b replaced"
     assert reader.rows(f"SELECT ds, count(*) FROM {daily} GROUP BY ds ORDER BY ds") == [["a", 30], ["b", 5]]
+    assert reader.comments(daily) == ("daily", {"ds": "the day"}), "set on the table whose partitions it overwrote"
     assert _leftovers(spark, reader, database) == []
-    assert reader.history(daily)[0]["operation"] == "WRITE" and txn["details"]["row_count"] == 5
+    operations = [h["operation"] for h in reader.history(daily)[:3]]
+    assert operations == ["CHANGE COLUMN", "SET TBLPROPERTIES", "WRITE"], "the comments follow the one data commit"
+    assert txn["details"]["row_count"] == 5
 
     # A table that is not a Delta table: a replace would be Delta's drop-then-create; refused, untouched.
     spark.sql(f"CREATE TABLE {database}.parquet_owned USING parquet AS SELECT 7 AS id")
@@ -190,9 +199,10 @@ def test_superseded_tries_never_commit(stack, spark, reader, on_spark41, databas
     write), then try 1 is told commit by its own task and Delta skips its write: both FENCED."""
     target = f"{database}.fenced"
     reader.rows(
-        f"CREATE TABLE {target} USING delta AS SELECT id, CAST(0 AS BIGINT) AS written_by_try, "
+        f"CREATE TABLE {target} USING delta COMMENT 'fenced' AS SELECT id, CAST(0 AS BIGINT) AS written_by_try, "
         "CAST(NULL AS STRING) AS pause FROM range(5)"
     )
+    reader.rows(f"ALTER TABLE {target} ALTER COLUMN id COMMENT 'the id'")
     dag_id = "delta_zombie"
     make_dag(dag_id, retries=3, target_table=target, mode="replace", sql=ZOMBIE_SQL, table_format="delta",
              conf=on_spark41)  # fmt: skip
@@ -232,6 +242,7 @@ def test_superseded_tries_never_commit(stack, spark, reader, on_spark41, databas
     assert "commit: the task decided commit for try 1" in log1 and "Delta skipped try 1's write" in log1
     assert reader.rows(f"SELECT DISTINCT written_by_try FROM {target}") == [[3]]
     assert reader.value(f"SELECT count(*) FROM {target}") == 100
+    assert reader.comments(target) == ("fenced", {"id": "the id"}), "the replace kept the table's comments"
     stored = xcom_value(dag_id, "zombie_run", "ctas_transaction")
     assert (stored["try_number"], stored["state"]) == (3, "committed"), "the FENCED tries wrote no XCom over try 3's"
     assert left == []

@@ -8,7 +8,7 @@ from pathlib import Path
 
 import pytest
 
-from tests.support.catalog import count, properties
+from tests.support.catalog import comments, count, properties
 from tests.support.dags import DAGS_FOLDER, asset_events
 
 pytestmark = pytest.mark.integration
@@ -66,7 +66,13 @@ def test_replace_dimension_example_twice(stack, spark):
         assert published["refreshed_for"] == f"2024-03-0{day}"
         # Audited before the publish: every check passed, and the table says so.
         assert published["airflow_ctas.checks"].startswith("6/6 passed: row_count=97;")
+        if day == 1:  # documented by hand between the two runs: the second replace keeps it
+            spark.sql("ALTER TABLE analytics.dim_customer ALTER COLUMN name COMMENT 'display name'")
     assert count(spark, "analytics.dim_customer") == 97
+    assert comments(spark, "analytics.dim_customer") == (
+        "One row per customer, rebuilt daily",
+        {"name": "display name", "tier": "bronze, silver or gold"},
+    )
 
 
 def test_partitioned_backfill_example(stack, spark):

@@ -82,7 +82,8 @@ def test_iceberg_lifecycle(stack, spark, reader, on_spark41, database):
     target = f"{CATALOG}.{database}.events"
 
     state, txn = _ctas("ice_create", on_spark41, target_table=target, sql="SELECT id, id % 7 AS k FROM range(700)",
-                       checks=[{"type": "unique", "columns": ["id"]}])  # fmt: skip
+                       checks=[{"type": "unique", "columns": ["id"]}], comment="events",
+                       column_comments={"id": "event id"})  # fmt: skip
     assert state == "success", txn
     assert txn["details"]["publish"]["mechanism"] == "rename"
     assert [(c["name"], c["passed"]) for c in txn["details"]["checks"]] == [("unique(id)", True)], "staging audited"
@@ -95,23 +96,30 @@ def test_iceberg_lifecycle(stack, spark, reader, on_spark41, database):
     assert markers.PUBLISHED_AT in created, "stamped on staging before the rename"
     assert created[markers.CHECKS] == "1/1 passed: unique(id)=0"
     assert reader.current_summary(target)[markers.DAG_ID] == "ice_create", "provenance on the snapshot"
+    assert reader.comments(target) == ("events", {"id": "event id"}), "the table's and the column's doc"
+    reader.rows(f"ALTER TABLE {target} ALTER COLUMN k COMMENT 'bucket'")  # documented by hand
 
     # Same-shape replace: staged on a branch, main moved in one metadata swap.
     first_snapshot = reader.value(f"SELECT snapshot_id FROM {target}.refs WHERE name = 'main'")
     # A check that fails on the branch: main keeps its version, the branch and fence go.
     state, txn = _ctas("ice_audit_fails", on_spark41, target_table=target, mode="replace",
-                       sql="SELECT id, id % 3 AS k FROM range(50)",
+                       sql="SELECT id, id % 3 AS k FROM range(50)", comment="never published",
                        checks=[{"type": "row_count_change", "min_ratio": 0.5}])  # fmt: skip
     assert state == "failed" and txn["details"]["error"]["code"] == "AUDIT_FAILED", txn
     assert [(c["passed"], c["value"]) for c in txn["details"]["checks"]] == [(False, round(50 / 700, 4))]
     assert reader.value(f"SELECT count(*) FROM {target}") == 700
+    assert reader.comments(target) == ("events", {"id": "event id", "k": "bucket"}), "a failed try changes none"
     assert _leftovers(reader, database, target) == []
 
     checks = [{"type": "row_count", "min": 50, "max": 50}, {"type": "not_null", "columns": ["k"]}]
     state, txn = _ctas("ice_replace", on_spark41, target_table=target, mode="replace",
-                       sql="SELECT id, id % 3 AS k FROM range(50)", checks=checks)  # fmt: skip
+                       sql="SELECT id, id % 3 AS k FROM range(50)", checks=checks,
+                       column_comments={"id": "the event"})  # fmt: skip
     assert state == "success", txn
     assert txn["details"]["publish"]["mechanism"] == "branch"
+    assert reader.comments(target) == ("events", {"id": "the event", "k": "bucket"}), (
+        "kept where not given, changed where given, in the publishing swap"
+    )
     assert [c["passed"] for c in txn["details"]["checks"]] == [True, True], "the branch audited"
     assert [p["phase"] for p in txn["details"]["phases"]] == ["begin", "prepare", "audit", "commit"]
     assert reader.value(f"SELECT count(*) FROM {target}") == 50

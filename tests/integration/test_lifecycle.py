@@ -10,7 +10,7 @@ import pytest
 from airflow_provider_ctas.catalogs import load_two_phase_table
 from airflow_provider_ctas.core import markers
 from airflow_provider_ctas.operators import XCOM_KEY
-from tests.support.catalog import count, fresh, leftovers, location, properties, table_exists
+from tests.support.catalog import comments, count, fresh, leftovers, location, properties, table_exists
 from tests.support.dags import make_dag, run_dag, state_store_value, xcom_value
 from tests.support.faults import Reader
 from tests.support.fixtures import CONNECT_CONN_ID
@@ -219,17 +219,32 @@ def test_replace_keeps_old_version_readable_until_publish(stack, spark, database
 
 def test_second_replace_without_retention_deletes_the_version_it_supersedes(stack, spark, database):
     target = f"{database}.daily_dim"
-    first = run_dag(make_dag("replace_first", target_table=target, mode="replace", sql="SELECT id FROM range(10)"))
+    sql = "SELECT id, id * 2 AS twice FROM range({n})"
+    first = run_dag(
+        make_dag(
+            "replace_first",
+            target_table=target,
+            mode="replace",
+            sql=sql.format(n=10),
+            comment="one row per id",
+            column_comments={"id": "the id", "twice": "2 x id"},
+        )
+    )
     first_dir = location(spark, target)
+    assert comments(spark, target) == ("one row per id", {"id": "the id", "twice": "2 x id"}), "created with them"
+    spark.sql(f"ALTER TABLE {target} ALTER COLUMN twice COMMENT 'documented by hand'")
     second = run_dag(
-        make_dag("replace_second", target_table=target, mode="replace", sql="SELECT id FROM range(20)",
-                 superseded_retention=0)
+        make_dag("replace_second", target_table=target, mode="replace", sql=sql.format(n=20),
+                 superseded_retention=0, column_comments={"id": "the key"})
     )  # fmt: skip
 
     assert first.task_state == second.task_state == "success"
     assert count(spark, target) == 20
     assert transaction("replace_first", first.run_id)["details"]["publish"]["mechanism"] == "rename"
     assert transaction("replace_second", second.run_id)["details"]["publish"]["mechanism"] == "flip"
+    assert comments(spark, target) == ("one row per id", {"id": "the key", "twice": "documented by hand"}), (
+        "a replace keeps the comments it is not given and changes the one it is"
+    )
     assert not first_dir.exists(), "the superseded version was created by this provider and must go"
     assert leftovers(spark, database) == []
 
@@ -256,8 +271,9 @@ def test_replace_swap_when_allowed(stack, spark, database, monkeypatch, conn_id,
         request.getfixturevalue("connect_server")
     target = f"{database}.swapped"
     created = run_dag(
-        make_dag(f"swap_seed_{conn_id}", target_table=target, sql="SELECT id FROM range(300)", conn_id=conn_id)
-    )
+        make_dag(f"swap_seed_{conn_id}", target_table=target, sql="SELECT id FROM range(300)", conn_id=conn_id,
+                 comment="swapped daily", column_comments={"id": "the id"})
+    )  # fmt: skip
     assert created.task_state == "success"
     monkeypatch.setenv("AIRFLOW_CTAS_FAULTS", json.dumps({"after_prepare": {"sleep": 3}}))
     dag = make_dag(
@@ -288,6 +304,7 @@ def test_replace_swap_when_allowed(stack, spark, database, monkeypatch, conn_id,
         span = min(finished for _, finished in gap), max(started for started, _ in gap)
         assert span[1] - span[0] <= txn["details"]["publish"]["seconds"] + 0.5, (span, seen, reader.unavailable)
     assert fresh(spark).table(target).columns == ["id", "part"]
+    assert comments(spark, target) == ("swapped daily", {"id": "the id"}), "the swapped-in table keeps them"
     assert leftovers(spark, database) == []
 
 

@@ -3,9 +3,10 @@
 from __future__ import annotations
 
 import os
+from collections.abc import Iterable, Mapping
 from datetime import UTC, datetime
 from pathlib import Path
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 from urllib.parse import unquote, urlparse
 
 from airflow_provider_ctas.core import markers
@@ -20,6 +21,27 @@ DEBRIS = ("_temporary", ".spark-staging", ".hive-staging")
 def fresh(spark: SparkSession) -> SparkSession:
     """A session with its own catalog cache, so each look sees the metastore as it is now."""
     return spark.newSession()
+
+
+def described_comments(rows: Iterable[Mapping[str, Any]]) -> tuple[str | None, dict[str, str]]:
+    """The table's comment and its columns' (those that have one), from ``DESCRIBE TABLE EXTENDED``."""
+    columns: dict[str, str] = {}
+    described: str | None = None
+    in_columns = True
+    for row in rows:
+        name = (row["col_name"] or "").strip()
+        if not name or name.startswith("#"):
+            in_columns = False
+        elif in_columns and row["comment"]:
+            columns[name] = row["comment"]
+        elif not in_columns and name == "Comment":
+            described = row["data_type"]
+    return described, columns
+
+
+def comments(spark: SparkSession, qualified: str) -> tuple[str | None, dict[str, str]]:
+    rows = fresh(spark).sql(f"DESCRIBE TABLE EXTENDED {qualified}").collect()
+    return described_comments(r.asDict() for r in rows)
 
 
 def table_exists(spark: SparkSession, qualified: str) -> bool:

@@ -14,6 +14,7 @@ import time
 from pathlib import Path
 from typing import Any
 
+from tests.support.catalog import described_comments
 from tests.support.faults import classify_read_error
 from tests.support.jvm import READER_SPARK_CONF, classic_environ
 from tests.support.spark_versions import on_release
@@ -116,6 +117,9 @@ class TableReader:
 
     def properties(self, table: str) -> dict[str, str]:
         return {row[0]: row[1] for row in self.rows(f"SHOW TBLPROPERTIES {table}")}
+
+    def comments(self, table: str) -> tuple[str | None, dict[str, str]]:
+        return described_comments(self.records(f"DESCRIBE TABLE EXTENDED {table}"))
 
     def close(self) -> None:
         if self.process.stdin is not None:

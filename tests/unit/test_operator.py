@@ -39,6 +39,9 @@ def test_lifecycle_callbacks_come_first_and_user_callbacks_still_run():
         ({"target_table": "a.b.c.d"}, "4 parts"),
         ({"partition_by": ["a b"]}, "contains"),
         ({"table_properties": {"owner": "me"}}, "reserved by Spark"),
+        ({"table_properties": {"Comment": "x"}}, "pass comment= to the operator"),
+        ({"column_comments": {"a b": "x"}}, "column_comments key 'a b' contains"),
+        ({"comment": ["x"]}, "comment must be a string"),
         ({"spark_submit_options": {"application": "evil.py"}}, "unsupported keys"),
     ],
 )
@@ -239,6 +242,34 @@ def test_an_input_of_another_catalog_keeps_its_own_namespace():
     assert [(d.namespace, d.name) for d in done.inputs] == [
         ("hive://ms:9083", "db.orders"), ("https://catalog:443/api", "sales.events")
     ]  # fmt: skip
+
+
+def test_column_lineage_names_each_output_column_s_inputs_in_their_own_namespaces():
+    from openlineage.client.serde import Serde
+
+    from airflow_provider_ctas.operators.lineage import lineage
+
+    inputs = ["db.orders", {"namespace": "https://catalog:443/api", "name": "sales.people"}]
+    columns = {
+        "id": [[0, "id", "IDENTITY"], [1, "id", "IDENTITY"]],
+        "total": [[0, "amount", "AGGREGATION"]],
+        "tag": [],
+        "stale": [[7, "gone", "IDENTITY"]],  # an index no input has: left out, never guessed
+    }
+    done = lineage(namespace="hive://ms:9083", sql="SELECT 1", target="db.t", complete=True,
+                   details={"inputs": inputs, "column_lineage": columns})  # fmt: skip
+    facet = Serde.to_dict(done.outputs[0].facets["columnLineage"])
+    assert facet["_schemaURL"].endswith("/ColumnLineageDatasetFacet.json#/$defs/ColumnLineageDatasetFacet")
+    assert set(facet["fields"]) == {"id", "total"}
+    assert facet["fields"]["id"]["inputFields"] == [
+        {"namespace": "hive://ms:9083", "name": "db.orders", "field": "id",
+         "transformations": [{"type": "DIRECT", "subtype": "IDENTITY"}]},
+        {"namespace": "https://catalog:443/api", "name": "sales.people", "field": "id",
+         "transformations": [{"type": "DIRECT", "subtype": "IDENTITY"}]},
+    ]  # fmt: skip
+    assert facet["fields"]["total"]["inputFields"][0]["transformations"][0]["subtype"] == "AGGREGATION"
+    before = lineage(namespace="hive://ms:9083", sql="SELECT 1", target="db.t", details=None, complete=False)
+    assert "columnLineage" not in before.outputs[0].facets, "only the driver's plan knows it"
 
 
 def test_each_error_family_raises_its_own_airflow_exception_for_retry_policies():

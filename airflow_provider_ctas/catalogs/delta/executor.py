@@ -50,6 +50,7 @@ from airflow_provider_ctas.core.errors import (
 from airflow_provider_ctas.core.identifiers import TableRef, sql_string_literal
 from airflow_provider_ctas.core.modes import Mode
 from airflow_provider_ctas.core.transaction import Outcome
+from airflow_provider_ctas.spark.comments import read_comments, set_comments, with_column_comments
 from airflow_provider_ctas.spark.ddl import create_table_sql
 from airflow_provider_ctas.spark.engine import is_connect
 from airflow_provider_ctas.spark.errors import error_condition, first_line
@@ -113,6 +114,8 @@ class DeltaExecutor(PhaseExecutor[DeltaTable]):
         """The staging table was created in begin (for the checks to be analysed before any write)."""
         self.target_location: str | None = None
         self.schema: StructType | None = None
+        self.comments = table.comments
+        """What the published table's comments are: the request's, over a replaced table's own."""
 
     def clean_up_this_try(self) -> list[str]:
         return self._drop_staging(up_to=self.table.try_number)
@@ -139,8 +142,11 @@ class DeltaExecutor(PhaseExecutor[DeltaTable]):
         missing = [c for c in self.table.partition_by if c not in {f.name.lower() for f in schema.fields}]
         if missing:
             raise InvalidInputError(f"partition_by names {missing}, which the query does not produce")
+        self.table.comments.require_columns(f.name for f in schema.fields)
         describe_schema(schema, self.details)
         self.schema = schema
+        if existing is not None:  # Delta's replace takes the comments its commit gives: the table's own go in
+            self.comments = self.table.comments.over(read_comments(self.spark, target), (f.name for f in schema.fields))
         if existing is None:
             self.details["publish_mechanism"] = "rename"
         else:
@@ -165,7 +171,9 @@ class DeltaExecutor(PhaseExecutor[DeltaTable]):
             # Empty first, so the markers are in the table's first commit: a write killed after it
             # leaves a table (or at least a log) that says which try made it.
             props = new_table_properties(self.table)
-            self.spark.sql(create_table_sql(staging.quoted, schema, FORMAT, self.table.partition_by, props))
+            self.spark.sql(
+                create_table_sql(staging.quoted, schema, FORMAT, self.table.partition_by, props, comments=self.comments)
+            )
         self.staging_created = True
         return f"{staging} (created, empty)"
 
@@ -276,11 +284,24 @@ class DeltaExecutor(PhaseExecutor[DeltaTable]):
         self.details["publish"] = {"mechanism": "delta_commit", "version": self.details["delta_version"]}
         what = "partitions overwritten" if self.table.mode is Mode.OVERWRITE_PARTITIONS else "replaced"
         report.touched.append(f"{target} ({what}: Delta version {self.details['delta_version']}, {rows} rows)")
+        if self.table.mode is Mode.OVERWRITE_PARTITIONS and self.table.comments:
+            self._set_comments(report)
         if self.stages:  # published: the checked staging table has served
             try:
                 report.touched += self._drop_staging(up_to=self.table.try_number, first=self.table.try_number)
             except Exception as exc:  # noqa: BLE001 - published; the next try or GC drops it
                 self.log.warning(f"{self.table.staging_table()} not dropped after the publish: {first_line(exc)}")
+
+    def _set_comments(self, report: PhaseReport) -> None:
+        """After a partition overwrite (which keeps the table's metadata): the comments it names."""
+        target = self.table.target
+        try:
+            with self._user_metadata():
+                changes = self.table.comments.changes_to(read_comments(self.spark, target))
+                report.touched += [f"{target} ({what})" for what in set_comments(self.spark, target, changes)]
+        except Exception as exc:  # noqa: BLE001 - published; the comments are not worth failing it
+            self.details.setdefault("finalize_pending", []).append(f"set the comments: {first_line(exc)}")
+            self.log.warning(f"published, but could not set {target}'s comments: {first_line(exc)}")
 
     def _require_own_staging(self) -> None:
         staging = self.table.staging_table()
@@ -345,8 +366,13 @@ class DeltaExecutor(PhaseExecutor[DeltaTable]):
         (and the checks' summary), the user's table properties and partitioning."""
         from pyspark.sql.functions import col
 
-        writer = self._source().writeTo(name).using(FORMAT)
-        for key, value in {**new_table_properties(self.table, created_at), **self.audit_provenance()}.items():
+        writer = with_column_comments(self._source(), self.comments).writeTo(name).using(FORMAT)
+        described = {"comment": self.comments.table} if self.comments.table is not None else {}
+        for key, value in {
+            **new_table_properties(self.table, created_at),
+            **self.audit_provenance(),
+            **described,
+        }.items():
             writer = writer.tableProperty(key, value)
         if self.table.partition_by:
             writer = writer.partitionedBy(*(col(c) for c in self.table.partition_by))

@@ -114,6 +114,7 @@ class IcebergExecutor(PhaseExecutor[IcebergTable]):
         if self.holds:
             _require_group_target(catalog, target, existing)
         schema = self._analyse()
+        self.table.comments.require_columns(f.name for f in schema.fields)
         if existing is None:
             catalog.check_publish_by_rename()
             report.touched.append(self._create_staging(schema))
@@ -150,7 +151,11 @@ class IcebergExecutor(PhaseExecutor[IcebergTable]):
     def _create_staging(self, schema: StructType) -> str:
         staging = self.table.staging_table()
         props = new_table_properties(self.table)
-        self.spark.sql(create_table_sql(staging.quoted, schema, "iceberg", self.table.partition_by, props))
+        self.spark.sql(
+            create_table_sql(
+                staging.quoted, schema, "iceberg", self.table.partition_by, props, comments=self.table.comments
+            )
+        )
         self.details["publish_mechanism"] = "rename"
         return f"{staging} (created, empty)"
 
@@ -483,13 +488,14 @@ class IcebergExecutor(PhaseExecutor[IcebergTable]):
             if not staged_nothing:
                 builder = builder.setBranchSnapshot(staged, "main")
             # An earlier try's branch here was re-made by a zombie's late write: it goes too.
-            return (
+            builder = (
                 _without_other_tries(base, builder, txn, try_number)
                 .setRef(branch, catalog.branch_ref(staged, asserted=True))
                 .removeRef(branch)
                 .removeProperties(catalog.java_set(fence.keys_of(md.properties(base), txn)))
                 .setProperties(provenance)
             )
+            return catalog.with_comments(base, builder, self.table.comments) if self.table.comments else builder
 
         def landed(base: Any) -> bool:
             props = md.properties(base)

@@ -164,13 +164,13 @@ class IcebergGroupExecutor(ReportsProgress):
             other = branch_try(name, member.txn_id)
             if other is not None and other != member.try_number:
                 builder = builder.removeRef(name)
-        return (
+        builder = (
             builder.setRef(branch, catalog.branch_ref(staged, asserted=True))  # requires the branch at ``staged``
             .removeRef(branch)
             .removeProperties(catalog.java_set(fence.keys_of(md.properties(base), member.txn_id)))
             .setProperties(provenance)
-            .build()
         )
+        return (catalog.with_comments(base, builder, member.comments) if member.comments else builder).build()
 
     def _send(self, commits: Any, pending: list[IcebergTable], tables: Mapping[str, Any], report: PhaseReport) -> None:
         """One multi-table commit. When it fails, the tables decide: the pending members' branches are

@@ -23,6 +23,7 @@ import time
 from collections.abc import Callable, Iterable, Mapping
 from typing import TYPE_CHECKING, Any
 
+from airflow_provider_ctas.core.comments import Comments
 from airflow_provider_ctas.core.errors import (
     CatalogUnavailableError,
     InvalidInputError,
@@ -284,6 +285,25 @@ class IcebergCatalog:
         branch proves it is still this try's."""
         builder = self.jvm.org.apache.iceberg.SnapshotRef.branchBuilder(snapshot_id)
         return (builder.maxRefAgeMs(ASSERTED_REF_AGE_MS) if asserted else builder).build()
+
+    def with_comments(self, base: Any, builder: Any, comments: Comments) -> Any:
+        """``builder`` that also gives the table ``comments`` where ``base`` differs (the table's
+        ``comment`` property, its columns' ``doc``): in the same metadata swap as the publish."""
+        schema = base.schema()
+        fields = list(schema.columns())
+        docs = {str(f.name()).lower(): str(f.doc()) for f in fields if f.doc() is not None}
+        changes = comments.changes_to(Comments(table=properties(base).get("comment"), columns=docs))
+        if changes.table is not None:
+            builder = builder.setProperties({"comment": changes.table})
+        if not changes.columns:
+            return builder
+        nested = self.jvm.org.apache.iceberg.types.Types.NestedField
+        columns = self.jvm.java.util.ArrayList()
+        for f in fields:
+            doc = changes.columns.get(str(f.name()).lower())
+            columns.add(f if doc is None else getattr(nested, "from")(f).withDoc(doc).build())
+        documented = self.jvm.org.apache.iceberg.Schema(columns, schema.identifierFieldIds())
+        return builder.setCurrentSchema(documented, base.lastColumnId())
 
 
 def properties(metadata: Any) -> dict[str, str]:

@@ -22,6 +22,7 @@ from airflow_provider_ctas.catalogs.session_catalog.plan import (
 )
 from airflow_provider_ctas.catalogs.session_catalog.publish.rename import target_appeared
 from airflow_provider_ctas.core import markers
+from airflow_provider_ctas.core.comments import Comments
 from airflow_provider_ctas.core.errors import (
     DatabaseNotFoundError,
     LeftoverError,
@@ -31,6 +32,7 @@ from airflow_provider_ctas.core.errors import (
 )
 from airflow_provider_ctas.core.modes import Mode
 from airflow_provider_ctas.core.transaction import Outcome
+from airflow_provider_ctas.spark.comments import read_comments
 from airflow_provider_ctas.spark.ddl import create_table_sql
 from airflow_provider_ctas.spark.protocol import PhaseReport, Reached
 
@@ -67,6 +69,7 @@ def begin(ctx: RunContext, report: PhaseReport) -> Plan:
             report.touched += recovery.clean_tries(ctx, up_to=ctx.table.try_number, delete_dirs=False)
         return Plan(skip=skip)
     schema = _analyse(ctx)
+    ctx.table.comments.require_columns(f.name for f in schema.fields)
     columns = tuple((f.name, f.dataType.simpleString()) for f in schema.fields)
     object_store = on_object_store(ctx.catalog.db_location(target.database))
     mechanism, problems = choose_mechanism(
@@ -99,7 +102,7 @@ def begin(ctx: RunContext, report: PhaseReport) -> Plan:
             ctx.fault("after_begin")
             return replace(plan, staging_location=candidate.location)
         report.touched += recovery.clean_tries(ctx, up_to=ctx.table.try_number, delete_dirs=False)
-    location, touched = _create_staging(ctx, plan, schema)
+    location, touched = _create_staging(ctx, plan, schema, _staging_comments(ctx, plan, schema))
     report.touched.append(touched)
     ctx.progress.reached = Reached.BEGUN
     ctx.fault("after_begin")
@@ -200,7 +203,26 @@ def _analyse(ctx: RunContext) -> StructType:
     return ordered
 
 
-def _create_staging(ctx: RunContext, plan: Plan, schema: StructType) -> tuple[str, str]:
+def _staging_comments(ctx: RunContext, plan: Plan, schema: StructType) -> Comments:
+    """The comments a registered staging table is created with. A swap publishes the staging
+    table's entry: it takes the comments of the columns the target keeps. A flip or a partition
+    switch keeps the target's entry, whose comments are set after the publish; Spark cannot change
+    a partition column's (CANNOT_ALTER_PARTITION_COLUMN), so a change there is refused now."""
+    comments, target = ctx.table.comments, ctx.table.target
+    if plan.mechanism is Publish.SWAP:
+        return comments.over(read_comments(ctx.spark, target), (f.name for f in schema.fields))
+    if not comments or plan.mechanism not in (Publish.FLIP, Publish.PARTITIONS):
+        return comments
+    fixed = sorted(set(comments.changes_to(read_comments(ctx.spark, target)).columns) & set(ctx.table.partition_by))
+    if fixed:
+        raise UnsupportedTargetError(
+            f"column_comments would change the comment of partition column(s) {fixed} of {target}, which Spark "
+            "cannot do on an existing file-format table (it sets them when the table is created); keep their comments"
+        )
+    return comments
+
+
+def _create_staging(ctx: RunContext, plan: Plan, schema: StructType, comments: Comments) -> tuple[str, str]:
     """This try's staging table, empty; returns its location and what to report."""
     table = ctx.table
     staging = table.staging_table()
@@ -228,7 +250,9 @@ def _create_staging(ctx: RunContext, plan: Plan, schema: StructType) -> tuple[st
         directory = location
         ctx.catalog.fs.write_text(f"{directory}/{markers.MARKER_FILE}", marker)
     ctx.catalog.sql(
-        create_table_sql(staging.quoted, schema, table.table_format, table.partition_by, properties, directory)
+        create_table_sql(
+            staging.quoted, schema, table.table_format, table.partition_by, properties, directory, comments
+        )
     )
     if not plan.external_staging:
         ctx.catalog.fs.write_text(f"{location}/{markers.MARKER_FILE}", marker)

@@ -38,6 +38,7 @@ from airflow_provider_ctas.core.errors import InvalidInputError
 from airflow_provider_ctas.core.identifiers import quote
 from airflow_provider_ctas.core.modes import Mode
 from airflow_provider_ctas.core.transaction import Outcome
+from airflow_provider_ctas.spark.comments import read_comments, set_comments
 from airflow_provider_ctas.spark.errors import first_line
 from airflow_provider_ctas.spark.protocol import PhaseReport, PhaseRequest, Reached
 
@@ -230,6 +231,17 @@ class SessionCatalogExecutor:
         if ctx.progress.published:
             ctx.progress.reached = Reached.COMMITTED
             ctx.fault("after_publish")
+            if ctx.table.comments:  # a new table has them from its DDL; an existing one gets them now
+                target = ctx.table.target
+                ctx.after_publish(
+                    "set the comments",
+                    lambda: report.touched.extend(
+                        f"{target} ({what})"
+                        for what in set_comments(
+                            ctx.spark, target, ctx.table.comments.changes_to(read_comments(ctx.spark, target))
+                        )
+                    ),
+                )
             ctx.after_publish("marker update", lambda: self._record_publish(plan, provenance[markers.PUBLISHED_AT]))
             if ctx.request.durable:
                 record = adoption.record_path(self._published_location(plan))

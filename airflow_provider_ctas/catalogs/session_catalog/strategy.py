@@ -14,6 +14,7 @@ from airflow_provider_ctas.catalogs.session_catalog.table import (
     validate_retention,
 )
 from airflow_provider_ctas.catalogs.strategy import RequestSpec, Strategy
+from airflow_provider_ctas.core.comments import validate_comments
 from airflow_provider_ctas.core.identifiers import (
     SESSION_CATALOG,
     validate_table_properties,
@@ -41,6 +42,7 @@ def _validate(spec: RequestSpec) -> TwoPhaseTable:
         table_properties=validate_table_properties(spec.table_properties),
         allow_swap=bool(spec.allow_swap),
         superseded_retention_seconds=validate_retention(retention),
+        comments=validate_comments(spec.comment, spec.column_comments),
     )
 
 

@@ -16,6 +16,7 @@ from datetime import timedelta
 from typing import Any
 
 from airflow_provider_ctas.core import markers
+from airflow_provider_ctas.core.comments import Comments
 from airflow_provider_ctas.core.errors import CorruptStateError, InvalidInputError
 from airflow_provider_ctas.core.identifiers import (
     TableRef,
@@ -62,6 +63,7 @@ class SessionCatalogTable(TwoPhaseTable):
     table_properties: dict[str, str] = field(default_factory=dict)
     allow_swap: bool = False
     superseded_retention_seconds: int = DEFAULT_RETENTION_SECONDS
+    comments: Comments = field(default_factory=Comments)
 
     def staging_table(self, try_number: int | None = None) -> TableRef:
         return self.target.with_table(markers.staging_name(self.txn_id, try_number or self.try_number))
@@ -77,14 +79,15 @@ class SessionCatalogTable(TwoPhaseTable):
             "table_properties": dict(self.table_properties),
             "allow_swap": self.allow_swap,
             "superseded_retention_seconds": self.superseded_retention_seconds,
+            "comments": self.comments.to_dict(),
         }
 
     @classmethod
     def spec_from_dict(cls, data: Mapping[str, Any]) -> dict[str, Any]:
         fields_ = {"mode", "table_format", "partition_by", "table_properties", "allow_swap"}
-        # State stored before the retention existed has no such field: it gets the default.
+        # State stored before the retention or comments existed has no such field: the default.
         retention = "superseded_retention_seconds"
-        spec = _exact_fields(data, fields_ | ({retention} if retention in data else set()), "spec")
+        spec = _exact_fields(data, fields_ | ({retention, "comments"} & set(data)), "spec")
         if not isinstance(spec["allow_swap"], bool):
             raise CorruptStateError("spec.allow_swap must be a boolean")
         try:
@@ -95,6 +98,7 @@ class SessionCatalogTable(TwoPhaseTable):
                 "table_properties": validate_table_properties(spec["table_properties"]),
                 "allow_swap": spec["allow_swap"],
                 retention: validate_retention(spec.get(retention, DEFAULT_RETENTION_SECONDS)),
+                "comments": Comments.from_dict(spec["comments"]) if "comments" in spec else Comments(),
             }
         except InvalidInputError as exc:
             raise CorruptStateError(f"spec is invalid: {exc}") from exc
