@@ -9,7 +9,7 @@ import time
 import pytest
 
 from airflow_provider_ctas.core import markers
-from tests.support.catalog import count, database_dir, fresh, leftovers, partition_locations, properties
+from tests.support.catalog import comments, count, database_dir, fresh, leftovers, partition_locations, properties
 from tests.support.dags import make_dag, run_dag, xcom_value
 from tests.support.faults import Reader, check_observations
 from tests.support.fixtures import CONNECT_CONN_ID
@@ -30,7 +30,8 @@ def run(dag_id: str, target: str, sql: str, **kwargs):
 
 def test_partitions_switch_one_by_one_and_the_rest_stay(stack, spark, database, monkeypatch):
     target = f"{database}.events"
-    first, txn = run("parts_day1", target, day_sql("2024-01-01", 100, "v1"))
+    first, txn = run("parts_day1", target, day_sql("2024-01-01", 100, "v1"),
+                     column_comments={"ds": "the day", "version": "v"})  # fmt: skip
     assert first.task_state == "success" and txn["details"]["publish"]["mechanism"] == "rename"
     second, txn = run("parts_day2", target, day_sql("2024-01-02", 50, "v1"))
     assert second.task_state == "success" and txn["details"]["publish"]["partitions"] == ["ds=2024-01-02"]
@@ -44,6 +45,8 @@ def test_partitions_switch_one_by_one_and_the_rest_stay(stack, spark, database, 
         day_sql("2024-01-01", 130, "v2"),
         table_properties={"team": "x"},
         superseded_retention=0,
+        comment="events by day",
+        column_comments={"version": "which", "ds": "the day"},  # the partition column's, unchanged
     )
     values = reader.stop()
 
@@ -56,6 +59,7 @@ def test_partitions_switch_one_by_one_and_the_rest_stay(stack, spark, database, 
     assert count(spark, target, "ds = '2024-01-02'") == 50
     assert {r["version"] for r in fresh(spark).table(target).where("ds = '2024-01-01'").collect()} == {"v2"}
     assert properties(spark, target)["team"] == "x"
+    assert comments(spark, target) == ("events by day", {"version": "which", "ds": "the day"})
     from pathlib import Path
     from urllib.parse import urlparse
 
@@ -65,14 +69,20 @@ def test_partitions_switch_one_by_one_and_the_rest_stay(stack, spark, database, 
 
 def test_schema_drift_is_refused_before_any_job(stack, spark, database):
     target = f"{database}.drift"
-    spark.sql(f"CREATE TABLE {target} (id BIGINT, ds STRING) USING parquet PARTITIONED BY (ds)")
+    spark.sql(f"CREATE TABLE {target} (id BIGINT, ds STRING COMMENT 'the day') USING parquet PARTITIONED BY (ds)")
     spark.sql(f"INSERT INTO {target} VALUES (1, '2024-01-01')")
     result, txn = run("parts_drift", target, "SELECT id, 'oops' AS extra, '2024-01-01' AS ds FROM range(5)")
     assert result.task_state == "failed"
     assert txn["details"]["error"]["code"] == "QUERY_ERROR"
     assert "schema drift" in txn["details"]["error"]["message"] and "extra" in txn["details"]["error"]["message"]
     assert txn["details"]["spark_jobs"] == 0
-    assert count(spark, target) == 1
+    # Spark cannot change a partition column's comment on an existing file-format table: refused in begin.
+    result, txn = run("parts_recomment", target, "SELECT id, '2024-01-01' AS ds FROM range(5)",
+                      column_comments={"ds": "renamed"})  # fmt: skip
+    assert result.task_state == "failed" and txn["details"]["error"]["code"] == "UNSUPPORTED_TARGET", txn
+    assert "partition column(s) ['ds']" in txn["details"]["error"]["message"]
+    assert txn["details"]["spark_jobs"] == 0
+    assert count(spark, target) == 1 and comments(spark, target) == (None, {"ds": "the day"})
     assert leftovers(spark, database) == []
 
 

@@ -40,7 +40,8 @@ with DAG({dag_id!r}, schedule=None, start_date=pendulum.datetime(2024, 1, 1, tz=
          default_args={{"retries": {retries}, "retry_delay": datetime.timedelta(seconds=0)}}) as dag:
     facts = AtomicCtasOperator(task_id="facts", sql={facts_sql!r}, target_table={facts!r}, mode="replace",
                                table_format="iceberg", conf=CONF, publish_group="publish",
-                               checks=[{{"type": "not_null", "columns": ["v"]}}])
+                               checks=[{{"type": "not_null", "columns": ["v"]}}], comment="facts by id",
+                               column_comments={{"v": "the version"}})
     dims = AtomicCtasOperator(task_id="dims", sql={dims_sql!r}, target_table={dims!r}, mode="replace",
                               table_format="iceberg", conf=CONF, publish_group="publish")
     [facts, dims] >> PublishGroupOperator(task_id="publish")
@@ -111,6 +112,7 @@ def test_a_group_publishes_every_member_in_one_commit_and_its_retry_finds_them_p
     assert facts[markers.DAG_ID] == "group_publish" and facts[markers.TASK_ID] == "facts"
     assert dims[markers.TRY_NUMBER] == "2", "what the group published of dims is its retry's"
     assert facts[markers.CHECKS].startswith("1/1"), "the member's audit is recorded on its published version"
+    assert reader.comments(FACTS) == ("facts by id", {"v": "the version"}), "set in the group's commit"
     assert _left(reader) == []
     result = xcom_value("group_publish", run_id, "return_value")
     outcomes = {name: member["outcome"] for name, member in result["members"].items()}
