@@ -32,7 +32,10 @@ class ConnectServer:
         master: str = "local[2]",
         conf: dict[str, str] | None = None,
         token: str | None = None,
+        home: Path | None = None,
     ) -> None:
+        """``home``: the Spark to run (a pyspark package directory; this environment's by default)."""
+        self.home = home or spark_home()
         self.root = root.resolve()
         self.port = port or free_port()
         self.master = master
@@ -60,7 +63,7 @@ class ConnectServer:
         }
         options = [item for key, value in conf.items() for item in ("--conf", f"{key}={value}")]
         return [
-            str(spark_home() / "bin" / "spark-submit"),
+            str(self.home / "bin" / "spark-submit"),
             "--master", self.master,
             "--class", SERVER_CLASS,
             "--name", "airflow-ctas-connect-server",
@@ -70,7 +73,7 @@ class ConnectServer:
 
     def start(self, timeout: float = 180) -> ConnectServer:
         self.root.mkdir(parents=True, exist_ok=True)
-        env = {**os.environ, "SPARK_LOCAL_IP": "127.0.0.1", "SPARK_HOME": str(spark_home())}
+        env = {**os.environ, "SPARK_LOCAL_IP": "127.0.0.1", "SPARK_HOME": str(self.home)}
         if self.token:
             env["SPARK_CONNECT_AUTHENTICATE_TOKEN"] = self.token
         spawn(

@@ -7,7 +7,9 @@ Spark 4.1 JVM with the runtime, ``tests/support/delta.py``) checks the tables.
 from __future__ import annotations
 
 import json
+import os
 import re
+import secrets
 import time
 from collections.abc import Iterator
 from pathlib import Path
@@ -21,6 +23,7 @@ from airflow_provider_ctas.catalogs.metastore.catalog import now_iso
 from airflow_provider_ctas.core import markers
 from airflow_provider_ctas.core.errors import InvalidInputError
 from airflow_provider_ctas.core.transaction import TransactionKey
+from ctas_devstack.connect_server import ConnectServer
 from tests.support.catalog import database_dir
 from tests.support.dags import DAGS_FOLDER, make_dag, run_dag, xcom_value
 from tests.support.delta import DeltaReader, delta_conf
@@ -35,7 +38,7 @@ from tests.support.format_scenarios import (
 )
 from tests.support.gc import entries, gc_cli
 from tests.support.processes import wait_for_line
-from tests.support.spark_versions import on_release
+from tests.support.spark_versions import on_release, pyspark_venv
 from tests.support.table_reader import SPARK_FOR_FORMATS, TablePoller
 
 # One test worker runs the whole module: its module-scoped services start once, not on both workers.
@@ -256,6 +259,55 @@ def _probe(spark: Any, reader: DeltaReader, database: str) -> FormatProbe:
         leftovers=lambda: _leftovers(spark, reader, database),
         versions=lambda table: len(reader.history(table)),
     )
+
+
+@pytest.fixture(scope="module")
+def delta_connect(metastore, tmp_path_factory) -> Iterator[str]:
+    """A Spark Connect server on Spark 4.1 with the Delta runtime and Delta's catalog, on this
+    session's metastore; its ``spark_connect`` connection id (the token is its password)."""
+    env, _ = on_release(SPARK_FOR_FORMATS, archive=True)
+    (home,) = pyspark_venv(SPARK_FOR_FORMATS).glob("lib/python*/site-packages/pyspark")
+    token, conn_id = secrets.token_urlsafe(24), "spark_connect_delta"
+    with pytest.MonkeyPatch.context() as patch:
+        for key, value in env.items():
+            patch.setenv(key, value)
+        server = ConnectServer(tmp_path_factory.mktemp("delta-connect"), token=token, home=home,
+                               conf={**delta_conf(), "spark.driver.memory": "1g"}).start()  # fmt: skip
+    variable = f"AIRFLOW_CONN_{conn_id.upper()}"
+    os.environ[variable] = json.dumps(
+        {"conn_type": "spark_connect", "host": server.host, "port": server.port, "password": token}
+    )
+    yield conn_id
+    os.environ.pop(variable, None)
+    server.stop()
+
+
+def test_delta_over_spark_connect_creates_replaces_and_fences_an_earlier_try(
+    stack, spark, reader, delta_connect, database, monkeypatch
+):
+    """The phases run in the task process against the server's Delta catalog: the same executor,
+    the same fence (an earlier try's application version, recorded by an empty commit)."""
+    target = f"{database}.over_connect"
+    state, txn = _ctas("delta_connect_create", {}, conn_id=delta_connect, target_table=target,
+                       sql="SELECT id, id % 7 AS k FROM range(70)", comment="over Connect",
+                       checks=[{"type": "unique", "columns": ["id"]}])  # fmt: skip
+    assert state == "success", txn
+    assert txn["details"]["publish"]["mechanism"] == "rename"
+    assert txn["details"]["spark_application"]["version"] == SPARK_FOR_FORMATS, "the server's Spark"
+    assert reader.value(f"SELECT count(*) FROM {target}") == 70
+    assert reader.properties(target)[markers.CHECKS] == "1/1 passed: unique(id)=0"
+
+    # Try 1 fails after it prepared; try 2 fences it, then replaces the table in one commit.
+    monkeypatch.setenv("AIRFLOW_CTAS_FAULTS", json.dumps({"after_prepare": {"raise": "worker lost", "only_try": 1}}))
+    state, txn = _ctas("delta_connect_replace", {}, conn_id=delta_connect, target_table=target, mode="replace",
+                       sql="SELECT id, CAST(id AS STRING) AS k FROM range(30)", retries=1)  # fmt: skip
+    assert state == "success" and txn["try_number"] == 2, txn
+    begun = next(p for p in txn["details"]["phases"] if p["phase"] == "begin")
+    assert any("tries up to 1 fenced" in t for t in begun["touched"]), begun
+    assert reader.rows(f"SELECT count(*), max(k) FROM {target}") == [[30, "9"]]
+    assert reader.history(target)[0]["operation"] == "CREATE OR REPLACE TABLE AS SELECT"
+    assert reader.comments(target) == ("over Connect", {}), "the replace kept the table's comment"
+    assert _leftovers(spark, reader, database) == []
 
 
 @pytest.mark.parametrize("mode", ["create", "overwrite_partitions"])

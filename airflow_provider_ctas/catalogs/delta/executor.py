@@ -71,11 +71,11 @@ FENCED_BY_DELTA = "ConcurrentTransactionException"
 """Delta's error when another commit recorded a version for the application this write read."""
 
 
-def delta_conf_problem(catalog: str | None, extensions: str | None) -> str | None:
+def delta_conf_problem(catalog: str | None, extensions: str | None, where: str = "the operator's conf") -> str | None:
     """What is wrong with a session's Delta settings (the session catalog and the SQL extension), with the fix."""
     fix = (
         f"set spark.sql.catalog.spark_catalog={DELTA_CATALOG_CLASS} and spark.sql.extensions={EXTENSION_CLASS} "
-        "in the operator's conf"
+        f"in {where}"
     )
     if catalog != DELTA_CATALOG_CLASS:
         return f"Spark's session catalog is {catalog or 'the built-in one'}, not Delta's: {fix}"
@@ -86,18 +86,15 @@ def delta_conf_problem(catalog: str | None, extensions: str | None) -> str | Non
 
 def check_delta_catalog(spark: SparkSession) -> None:
     """Refuse, with the fix, a session whose session catalog is not Delta's, or whose driver lacks
-    the Delta runtime; before any catalog call (a missing catalog class fails at first use)."""
-    if is_connect(spark):
-        raise UnsupportedTargetError(
-            "the Delta strategy is tested through spark-submit only; use a spark-submit connection (conn_type "
-            "spark), not Spark Connect"
-        )
+    the Delta runtime; before any catalog call (a missing catalog class fails at first use). Over
+    Spark Connect these are the server's settings, and its classpath is out of a client's reach."""
     catalog = spark.conf.get("spark.sql.catalog.spark_catalog", None)
-    if catalog == DELTA_CATALOG_CLASS:
+    if catalog == DELTA_CATALOG_CLASS and not is_connect(spark):
         require_runtime(
             spark, DELTA_CATALOG_CLASS, "Delta", "the jars delta-spark_<spark minor>_2.13 and delta-storage"
         )
-    problem = delta_conf_problem(catalog, spark.conf.get("spark.sql.extensions", None))
+    where = "the Spark Connect server's configuration" if is_connect(spark) else "the operator's conf"
+    problem = delta_conf_problem(catalog, spark.conf.get("spark.sql.extensions", None), where)
     if problem is not None:
         raise InvalidInputError(problem)
 
