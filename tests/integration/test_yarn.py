@@ -48,8 +48,9 @@ def yarn(tmp_path_factory) -> Iterator[YarnCluster]:
 
 
 def _processes(app_id: str) -> list[str]:
-    listed = subprocess.run(["ps", "-eo", "args"], capture_output=True, text=True, check=True).stdout
-    return [line for line in listed.splitlines() if app_id in line and "ps -eo" not in line]
+    # -ww: ps cuts lines at 80 columns when its output is not a terminal, where no app id shows.
+    listed = subprocess.run(["ps", "-ww", "-eo", "args"], capture_output=True, text=True, check=True).stdout
+    return [line for line in listed.splitlines() if app_id in line and "ps -ww" not in line]
 
 
 ENDED = ("FINISHED", "FAILED", "KILLED")
@@ -210,6 +211,85 @@ def test_a_durable_try_whose_task_died_in_cluster_mode_is_published_by_the_next_
     assert _application(yarn, f"spark_catalog.{target}", 2)["finalStatus"] == "SUCCEEDED"
     assert count(spark, target) == 100, "try 2 published what try 1 wrote, not a new run of the query"
     assert leftovers(spark, database) == []
+
+
+def test_a_superseded_cluster_mode_try_cannot_publish_once_a_newer_try_began(
+    stack, spark, database, yarn, on_yarn, tmp_path
+):
+    """Try 1's driver (in a YARN container) holds after it prepared, its task alive and waiting; try 2
+    starts beside it, as a clear does, and publishes in cluster mode; then try 1 goes on and its task
+    decides commit: its driver finds its staging taken over and publishes nothing (FENCED)."""
+    dag_id, target = "yarn_zombie", f"{database}.yarn_zombie"
+    spark.sql(f"CREATE TABLE {target} USING parquet AS SELECT id FROM range(5)")
+    make_dag(dag_id, target_table=target, conn_id="spark_yarn", conf=on_yarn, mode="replace", retries=3,
+             sql="SELECT id FROM range(100)")  # fmt: skip
+    progress, release = tmp_path / "progress", tmp_path / "release"
+    held = {"progress_file": str(progress), "after_prepare": {"wait_for": str(release), "only_try": 1}}
+    first = Trial(DAGS_FOLDER / f"{dag_id}.py", dag_id, "yarn_run", tmp_path / "try1.log", held).start()
+    try:
+        wait_for_line(progress, "after_prepare try=1", timeout=300)
+        reader = Reader(spark, target).start()
+        second = Trial(DAGS_FOLDER / f"{dag_id}.py", dag_id, "yarn_run", tmp_path / "try2.log").start()
+        assert second.wait() == "success", (tmp_path / "try2.log").read_text(errors="replace")[-3000:]
+        assert count(spark, target) == 100
+    finally:
+        release.touch()
+    try1 = first.wait()
+    values = reader.stop()
+    wait_for_line(progress, "result phases=begin,prepare,commit ok=False FENCED", timeout=120)
+    assert try1 != "success", try1
+    app1 = wait_until("try 1's application ends", lambda: _ended(yarn, _application(yarn, f"spark_catalog.{target}",
+                      1)["id"]), timeout=120)  # fmt: skip
+    assert app1["finalStatus"] != "SUCCEEDED", app1
+    assert check_observations(values, {5, 100}, 100) is None, summarize(values)
+    assert count(spark, target) == 100, "try 2's version stays"
+    txn = xcom_value(dag_id, "yarn_run", "ctas_transaction")
+    assert (txn["try_number"], txn["state"]) == (2, "committed"), "the fenced try wrote no XCom over try 2's"
+    assert leftovers(spark, database) == []
+
+
+def _driver_pid(app_id: str) -> int | None:
+    """The driver's JVM: the application master container of a cluster-mode application."""
+    listed = subprocess.run(["ps", "-ww", "-eo", "pid,args"], capture_output=True, text=True, check=True).stdout
+    for line in listed.splitlines():
+        pid, _, args = line.strip().partition(" ")
+        if app_id in args and "org.apache.spark.deploy.yarn.ApplicationMaster" in args and "bash" not in args[:30]:
+            return int(pid)
+    return None
+
+
+def test_a_cluster_mode_driver_killed_mid_write_fails_its_try_and_the_next_try_publishes(
+    stack, spark, database, yarn, on_yarn, tmp_path
+):
+    """The driver's container is SIGKILLed while it writes (the node lost, the container pre-empted):
+    YARN does not start it again (one application attempt), the task fails the try without a
+    publish, and the next try removes what the killed driver left and publishes."""
+    dag_id, target = "yarn_driver_killed", f"{database}.yarn_driver_killed"
+    slow = "SELECT id, reflect('java.lang.Thread', 'sleep', CAST(100 AS BIGINT)) AS pause FROM range(0, 200, 1, 2)"
+    make_dag(dag_id, target_table=target, conn_id="spark_yarn", conf=on_yarn, sql=slow, retries=1)
+    progress = tmp_path / "progress"
+    faults = {"progress_file": str(progress), "after_begin": {"sleep": 0}}
+    first = Trial(DAGS_FOLDER / f"{dag_id}.py", dag_id, "yarn_run", tmp_path / "try1.log", faults).start()
+    wait_for_line(progress, "after_begin try=1", timeout=300)
+    app_id = _application(yarn, f"spark_catalog.{target}", 1)["id"]
+    time.sleep(3)  # the write is running
+    pid = wait_until("the driver's JVM is found", lambda: _driver_pid(app_id), timeout=30)
+    os.kill(pid, signal.SIGKILL)
+    killed = time.monotonic()
+    state = first.wait()
+    seconds = time.monotonic() - killed
+    assert state in ("failed", "up_for_retry"), state
+    assert seconds < 60, f"the task took {seconds:.0f}s to see its driver gone"
+    app = wait_until("the application ends", lambda: _ended(yarn, app_id), timeout=60)
+    assert app["finalStatus"] != "SUCCEEDED", app
+    assert not table_exists(spark, target)
+    attempts = [a for a in yarn.apps() if a["name"] == f"airflow-ctas spark_catalog.{target} try 1"]
+    assert len(attempts) == 1, "no second driver for the same try"
+
+    second = Trial(DAGS_FOLDER / f"{dag_id}.py", dag_id, "yarn_run", tmp_path / "try2.log").start()
+    assert second.wait() == "success", (tmp_path / "try2.log").read_text(errors="replace")[-3000:]
+    assert count(spark, target) == 200
+    assert leftovers(spark, database) == [], "the next try removed what the killed driver left"
 
 
 def test_on_kill_kills_the_yarn_application_and_its_abort_removes_the_staging(
