@@ -292,26 +292,38 @@ def test_a_cluster_mode_driver_killed_mid_write_fails_its_try_and_the_next_try_p
     assert leftovers(spark, database) == [], "the next try removed what the killed driver left"
 
 
+@pytest.mark.parametrize("trigger", ["sigterm", "execution_timeout"])
 def test_on_kill_kills_the_yarn_application_and_its_abort_removes_the_staging(
-    stack, spark, database, yarn, on_yarn, tmp_path
+    stack, spark, database, yarn, on_yarn, tmp_path, trigger
 ):
-    """SIGTERM the task while its driver writes in a YARN container: ``on_kill`` kills the application
-    through the ResourceManager, and the abort it starts (its own YARN application, detached from the
-    dying task) drops the try's staging."""
-    dag_id, target = "yarn_kill", f"{database}.yarn_kill"
-    slow = "SELECT id, reflect('java.lang.Thread', 'sleep', CAST(100 AS BIGINT)) AS pause FROM range(0, 600, 1, 2)"
-    make_dag(dag_id, target_table=target, conn_id="spark_yarn", conf=on_yarn, sql=slow)
+    """The task is stopped while its driver writes in a YARN container (SIGTERM, as a worker stopping
+    does, or its own ``execution_timeout``): ``on_kill`` kills the application through the
+    ResourceManager, and the abort it starts (its own YARN application, detached from the dying
+    task) drops the try's staging."""
+    dag_id, target = f"yarn_kill_{trigger}", f"{database}.yarn_kill_{trigger}"
+    rows = 600 if trigger == "sigterm" else 1200  # the timeout fires while it writes, not while YARN starts it
+    slow = f"SELECT id, reflect('java.lang.Thread', 'sleep', CAST(100 AS BIGINT)) AS pause FROM range(0, {rows}, 1, 2)"
+    timeout = ", execution_timeout=datetime.timedelta(seconds=45)" if trigger == "execution_timeout" else ""
+    make_dag(dag_id, target_table=target, conn_id="spark_yarn", conf=on_yarn, sql=slow, operator_extra=timeout)
     progress = tmp_path / "progress"
     faults = {"progress_file": str(progress), "after_begin": {"sleep": 0}}
     trial = Trial(DAGS_FOLDER / f"{dag_id}.py", dag_id, "yarn_run", tmp_path / "try1.log", faults).start()
     wait_for_line(progress, "after_begin try=1", timeout=300)
     app_id = _application(yarn, f"spark_catalog.{target}", 1)["id"]
-    time.sleep(3)  # the write is running in the application's executor
-    trial.signal_group(signal.SIGTERM)
+    if trigger == "sigterm":
+        time.sleep(3)  # the write is running in the application's executor
+        trial.signal_group(signal.SIGTERM)
     assert trial.wait() in ("failed", "up_for_retry")
-    app = wait_until("the application is killed", lambda: _ended(yarn, app_id), timeout=60)
-    assert app["state"] == "KILLED", app
-    assert "on_kill: killing the Spark application" in (tmp_path / "try1.log").read_text(errors="replace")
+    app = wait_until("the application ends", lambda: _ended(yarn, app_id), timeout=60)
+    log = (tmp_path / "try1.log").read_text(errors="replace")
+    assert "on_kill: killing the Spark application" in log
+    if trigger == "sigterm":
+        assert app["state"] == "KILLED", app
+    else:
+        # The timeout is raised inside the task's wait on the driver: the decision channel closes as it
+        # unwinds, and the driver, told nothing, drops its staging and ends before on_kill's kill lands.
+        assert "AirflowTaskTimeout" in log
+        assert app["finalStatus"] != "SUCCEEDED", {k: app[k] for k in ("state", "finalStatus", "diagnostics")}
     abort_name = f"airflow-ctas abort spark_catalog.{target} try 1"
     (abort,) = wait_until("the abort's application ends", lambda: [
         a for a in yarn.apps() if a["name"] == abort_name and a["state"] in ENDED
