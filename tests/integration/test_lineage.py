@@ -75,6 +75,13 @@ def test_openlineage_events_describe_the_published_table(stack, spark, database,
     assert "lifecycleStateChange" not in by_type["START"]["outputs"][0]["facets"], "nothing was published yet"
     assert sorted(i["name"] for i in complete["inputs"]) == [f"{database}.customers", f"{database}.orders"]
     assert {i["namespace"] for i in complete["inputs"]} == {namespace}
+    lineage = published["columnLineage"]["fields"]
+    assert {column: [(f["name"], f["field"], f["transformations"][0]["subtype"]) for f in entry["inputFields"]]
+            for column, entry in lineage.items()} == {
+        "id": [(f"{database}.orders", "id", "IDENTITY")],
+        "name": [(f"{database}.customers", "name", "IDENTITY")],
+    }, "each column from the table and column the plan read it from"  # fmt: skip
+    assert "columnLineage" not in by_type["START"]["outputs"][0]["facets"], "the driver has not run yet"
     assert complete["job"]["facets"]["sql"]["query"] == sql
     assert "__ctas_" not in text, "staging tables never appear as datasets"
     assert "spark.openlineage.parentJobName=lineage.ctas" in log.read_text()
