@@ -449,6 +449,7 @@ def summarize(data: dict[str, Any]) -> list[dict[str, Any]]:
             base_rss = statistics.median(r["peak_rss_mb"] for r in base) if base else None
             walls = [r["wall_seconds"] for r in runs]
             wall = statistics.median(walls)
+            ratios = paired_ratios(runs, base)
             written = statistics.median(r["bytes"] for r in runs)
             rss = statistics.median(r["peak_rss_mb"] for r in runs)
             publishes = [r["publish_seconds"] for r in runs if r.get("publish_seconds") is not None]
@@ -465,9 +466,10 @@ def summarize(data: dict[str, Any]) -> list[dict[str, Any]]:
                     "runs": len(runs),
                     "session": runs[0].get("session", data.get("date", "")),
                     "wall": wall,
-                    "ratio": wall / base_wall if base_wall else None,
-                    "ratio_min": min(walls) / base_wall if base_wall else None,
-                    "ratio_max": max(walls) / base_wall if base_wall else None,
+                    "pairs": len(ratios),
+                    "ratio": statistics.median(ratios) if ratios else (wall / base_wall if base_wall else None),
+                    "ratio_min": min(ratios) if ratios else (min(walls) / base_wall if base_wall else None),
+                    "ratio_max": max(ratios) if ratios else (max(walls) / base_wall if base_wall else None),
                     "overhead": wall - base_wall if base_wall else None,
                     "same_ratio": wall / same_wall if same_wall else None,
                     "same_overhead": wall - same_wall if same_wall else None,
@@ -486,6 +488,20 @@ def summarize(data: dict[str, Any]) -> list[dict[str, Any]]:
                 }
             )
     return rows
+
+
+def paired_ratios(runs: list[dict[str, Any]], base: list[dict[str, Any]]) -> list[float]:
+    """Each run over its baseline's run of the same round (``repeat``) of the same session: runs
+    minutes apart at most, so the machine's drift cancels pair by pair. Empty where the runs carry
+    no rounds (saved before they did) or the approach is its own baseline."""
+    if runs is base:
+        return []
+    rounds = {(r.get("session"), r["repeat"]): r["wall_seconds"] for r in base if "repeat" in r}
+    return [
+        r["wall_seconds"] / rounds[(r.get("session"), r["repeat"])]
+        for r in runs
+        if "repeat" in r and (r.get("session"), r["repeat"]) in rounds
+    ]
 
 
 def fmt(value: float | None, spec: str, unit: str = "") -> str:
@@ -574,8 +590,10 @@ def render_report(data: dict[str, Any], rows: list[dict[str, Any]], plot_name: s
         "  which is started once and kept up, as a Connect deployment is). `replace` of a same-shape table",
         "  (the flip, the default) needs an unpartitioned target, so it and (a') are unpartitioned; the",
         "  swap (opt-in, for a shape change) is measured partitioned.",
-        "- 'vs baseline' is the median wall over the baseline's median, with the spread (min-max of the",
-        "  runs over the same median); 'Δ wall' is the difference of the medians, the fixed overhead.",
+        "- 'vs baseline' is the median of the per-pair ratios: each run over its baseline's run of the same",
+        "  round (A B A B ..., minutes apart at most, so the machine's drift cancels pair by pair), with",
+        "  the spread (min-max of the pairs); 'Δ wall' is the difference of the medians, the fixed",
+        "  overhead. The driver's phase times below do not depend on the machine's mood as wall times do.",
         "- 'vs the same plain operation': rebuilding an existing table is also set against the plain",
         "  statement a user runs for that, where one was measured: the flip against a plain `INSERT",
         "  OVERWRITE` of an existing unpartitioned table (a_o'), `overwrite_partitions` against a plain",

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import statistics
 from typing import Any
 
 import pytest
@@ -72,6 +73,25 @@ def test_each_approach_is_divided_by_the_plain_ctas_of_its_own_shape_and_transpo
     assert rows["atomic_replace_swap"]["ratio"] == pytest.approx(1.5)
     assert rows["connect_create"]["ratio"] == pytest.approx(1.2)
     assert set(bench.BASELINE) == set(bench.APPROACHES)
+
+
+def test_runs_of_one_round_are_paired_so_the_machine_s_drift_cancels():
+    """The machine slows down by half between rounds: the median of medians sees an overhead the
+    atomic runs never had; the pairs (each run over the baseline's run of its round) see 1.05."""
+    runs = []
+    for repeat, drift in enumerate((1.0, 1.0, 1.5, 1.5, 1.5)):
+        runs.append(run(10**6, "plain_flat", 10.0 * drift, repeat=repeat))
+        runs.append(run(10**6, "atomic_replace_flip", 10.5 * drift * (1.02 if repeat == 0 else 1.0), repeat=repeat))
+    rows = {r["approach"]: r for r in bench.summarize(bench.merge([session("m", "d", runs)]))}
+    flip = rows["atomic_replace_flip"]
+    assert flip["pairs"] == 5
+    assert (flip["ratio"], flip["ratio_min"], flip["ratio_max"]) == pytest.approx((1.05, 1.05, 1.071))
+    assert rows["plain_flat"]["pairs"] == 0 and rows["plain_flat"]["ratio"] == pytest.approx(1.0)
+    unpaired = [{k: v for k, v in r.items() if k != "repeat"} for r in runs]  # saved before rounds were kept
+    old = {r["approach"]: r for r in bench.summarize(bench.merge([session("m", "d", unpaired)]))}
+    assert old["atomic_replace_flip"]["pairs"] == 0
+    assert old["atomic_replace_flip"]["ratio"] == pytest.approx(statistics.median(
+        r["wall_seconds"] for r in unpaired if r["approach"] == "atomic_replace_flip") / 15.0)  # fmt: skip
 
 
 def test_phase_breakdown_sets_prepare_against_the_baseline_statement():
