@@ -52,8 +52,9 @@ CONNECT_MODE_VARIABLES = ("SPARK_CONNECT_MODE_ENABLED", "SPARK_REMOTE")
 JOB_GROUP = "airflow-ctas"
 # Where a listener that watches SQL statements is registered.
 LISTENER_SETTINGS = ("spark.extraListeners", "spark.sql.queryExecutionListeners")
-Switched = Callable[[list[tuple[str, ...]]], None]
-"""Told which partitions now point at their new location, after each metastore call."""
+Switched = Callable[[list[tuple[tuple[str, ...], str | None]]], None]
+"""Told which partitions now point at their new location, after each metastore call, each with the
+location it had just before (None where the engine did not read it then)."""
 
 
 class Reporter(Protocol):
@@ -250,13 +251,18 @@ class ClassicEngine:
         jvm: Any = self.spark._jvm
         catalog = self.spark._jsparkSession.sessionState().catalog()
         changed = jvm.java.util.ArrayList()
+        previous: dict[tuple[str, ...], str | None] = {}
         partitions = catalog.externalCatalog().listPartitions(ref.database, ref.table, jvm.scala.Option.apply(None))
         iterator = partitions.iterator()
         while iterator.hasNext():
             partition = iterator.next()
-            location = locations.get(_values(partition, columns))
+            values = _values(partition, columns)
+            location = locations.get(values)
             if location is None:
                 continue
+            # What the switch replaces, read in the call before it: a switch back restores this, not
+            # an older reading (a newer try may have switched the partition since).
+            previous[values] = str(jvm.org.apache.hadoop.fs.Path(partition.location()).toString())
             uri = jvm.scala.Some(jvm.org.apache.spark.sql.catalyst.catalog.CatalogUtils.stringToURI(location))
             storage = partition.storage()
             changed.add(_with_field(partition, storage, _with_field(storage, storage.locationUri(), uri)))
@@ -264,7 +270,7 @@ class ClassicEngine:
             raise RuntimeError(f"{ref}: {len(locations) - changed.size()} partition(s) to switch disappeared")
         identifier = jvm.org.apache.spark.sql.catalyst.TableIdentifier(ref.table, jvm.scala.Some(ref.database))
         catalog.alterPartitions(identifier, jvm.org.apache.spark.api.python.PythonUtils.toList(changed))
-        switched(sorted(locations))
+        switched(sorted(previous.items()))
 
     @contextlib.contextmanager
     def progress(self, label: str, log: Reporter) -> Iterator[None]:
@@ -376,7 +382,7 @@ class ConnectEngine:
         for values, location in sorted(locations.items()):
             clause = ", ".join(f"{quote(c)} = {sql_string_literal(v)}" for c, v in zip(columns, values, strict=True))
             self.spark.sql(f"ALTER TABLE {ref.quoted} PARTITION ({clause}) SET LOCATION {sql_string_literal(location)}")
-            switched([values])
+            switched([(values, None)])
 
     @contextlib.contextmanager
     def progress(self, label: str, log: Reporter) -> Iterator[None]:

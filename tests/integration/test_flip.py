@@ -76,3 +76,52 @@ def test_a_takeover_right_after_the_location_change_puts_the_target_back(spark, 
     assert markers.TXN_ID not in after.properties
     assert after.properties["owner_note"] == "kept"
     assert count(spark, target) == 3
+
+
+def test_a_partition_switch_undone_after_a_newer_try_published_restores_the_newer_version(
+    spark, database, tmp_path: Path
+):
+    """The chaos soak's window, made deterministic: this try checks its staging, then stalls right
+    before its switch (a cleared task, a timeout); a newer try publishes the partition meanwhile.
+    Released, this try switches, its re-check finds its staging revoked, and it switches back: to
+    what the partition was right before its switch (the newer try's version), not to what it read
+    before it stalled, which would have undone the newer publish."""
+    target = f"{database}.contested_parts"
+    spark.sql(f"CREATE TABLE {target} USING parquet PARTITIONED BY (ds) AS SELECT id, 'a' AS ds FROM range(3)")
+    flag, progress = tmp_path / "go", tmp_path / "progress"
+    executor = executor_for(
+        spark, target, "SELECT id, 'a' AS ds FROM range(7)", mode="overwrite_partitions", partition_by=["ds"],
+        faults={"publish_checked": {"wait_for": str(flag)}, "progress_file": str(progress)},
+    )  # fmt: skip
+    failures: list[BaseException] = []
+
+    def run() -> None:
+        try:
+            run_all(executor)
+        except BaseException as exc:
+            failures.append(exc)
+
+    worker = threading.Thread(target=run)
+    worker.start()
+    newer = tmp_path / "newer_try" / "ds=a"
+    try:
+        for _ in range(600):
+            if progress.exists() and "publish_checked" in progress.read_text():
+                break
+            threading.Event().wait(0.1)
+        assert "publish_checked" in progress.read_text()
+        # A newer try's begin revokes this try's staging; its publish switches the partition.
+        client = CatalogClient(fresh(spark))
+        location = executor.ctx.staging_directory or ""
+        marker = client.read_marker(location)
+        assert marker is not None
+        client.fs.write_text(f"{location}/{markers.MARKER_FILE}", dataclasses.replace(marker, revoked_by=2).to_json())
+        spark.range(50).write.parquet(str(newer))
+        spark.sql(f"ALTER TABLE {target} PARTITION (ds = 'a') SET LOCATION '{newer}'")  # a path: no %3D
+        assert count(spark, target) == 50
+    finally:
+        flag.touch()
+        worker.join(timeout=300)
+
+    assert len(failures) == 1 and isinstance(failures[0], FencedError), failures
+    assert count(spark, target) == 50, "the newer try's publish stands"

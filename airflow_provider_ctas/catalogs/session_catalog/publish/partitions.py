@@ -58,8 +58,9 @@ def publish_partitions(ctx: RunContext, pub: Publication) -> None:
         existing = {v: loc for v, loc in staged_partitions.items() if v in current}
         if existing:
 
-            def record(values: list[tuple[str, ...]]) -> None:
-                switched.extend((v, current[v]) for v in values)
+            def record(replaced: list[tuple[tuple[str, ...], str | None]]) -> None:
+                # Over Spark Connect the engine reads nothing right before: what was read above.
+                switched.extend((v, previous or current[v]) for v, previous in replaced)
                 ctx.fault("publish_between_partitions")
 
             ctx.catalog.engine.set_partition_locations(target, columns, existing, record)
