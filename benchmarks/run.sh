@@ -13,7 +13,8 @@
 set -euo pipefail
 cd "$(dirname "$0")/.."
 bash scripts/setup.sh
-UV_PYTHON_DOWNLOADS=never python3 -m uv sync --frozen --python python3.11 --quiet --group bench
+# The docs group too: setup.sh installs it, and a sync without it would remove mkdocs from the venv.
+UV_PYTHON_DOWNLOADS=never python3 -m uv sync --frozen --python python3.11 --quiet --group docs --group bench
 export PATH="$PWD/.venv/bin:$PATH"
 if [ "${1:-}" = --backfill ]; then
   shift

@@ -40,9 +40,10 @@ _RUNS_NOTE = (
     "checked that copy in. "
 )
 _RATIOS_NOTE = (
-    "The ratios are the first table's 'vs baseline': per size, each approach's median wall time over "
-    "the median of its plain baseline measured in the same run. The machine's speed moves between "
-    "runs: compare within a row, not seconds across rows."
+    "The ratios are the first table's 'vs baseline': per size, the median over the run's rounds of "
+    "each approach's wall time over its plain baseline's in the same round (runs from before "
+    "2026-11-28 23:00: each approach's median wall time over its baseline's median). The machine's "
+    "speed moves between runs: compare within a row, not seconds across rows."
 )
 
 

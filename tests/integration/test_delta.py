@@ -104,7 +104,7 @@ def test_delta_lifecycle(stack, spark, reader, on_spark41, database):
     checks = [{"type": "unique", "columns": ["id"]}, {"type": "not_null", "columns": ["k"]}]
     state, txn = _ctas("delta_replace", on_spark41, target_table=target, mode="replace", partition_by=["k"],
                        sql="SELECT id, CAST(id % 2 AS STRING) AS k, id * 2 AS extra FROM range(50)",
-                       checks=checks)  # fmt: skip
+                       checks=checks, column_comments={"extra": "twice the id"})  # fmt: skip
     assert state == "success", txn
     assert [c["passed"] for c in txn["details"]["checks"]] == [True, True]
     assert reader.properties(target)[markers.CHECKS].startswith("2/2 passed"), "the checks' summary, published"
@@ -112,8 +112,9 @@ def test_delta_lifecycle(stack, spark, reader, on_spark41, database):
     assert txn["details"]["publish"]["mechanism"] == "delta_commit"
     assert reader.rows(f"SELECT count(*), max(extra) FROM {target}") == [[50, 98]]
     assert reader.records(f"DESCRIBE DETAIL {target}")[0]["partitionColumns"] == ["k"]
-    assert reader.comments(target) == ("events", {"id": "event id", "k": "bucket"}), (
-        "Delta's replace takes the comments the provider gives it: the table's own, for the columns it keeps"
+    assert reader.comments(target) == ("events", {"id": "event id", "k": "bucket", "extra": "twice the id"}), (
+        "Delta's replace takes the comments the provider gives it: the table's own for the columns it keeps, "
+        "and the one the operator named"
     )
     history = reader.history(target)
     operations = [h["operation"] for h in history]
