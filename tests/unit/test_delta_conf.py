@@ -28,3 +28,10 @@ def test_a_session_without_delta_catalog_and_extension_is_refused_with_the_fix(c
 @pytest.mark.parametrize("extensions", [EXTENSION_CLASS, f"org.example.Ext,{EXTENSION_CLASS}"])
 def test_delta_catalog_with_its_extension_passes(extensions):
     assert delta_conf_problem(DELTA_CATALOG_CLASS, extensions) is None
+
+
+def test_over_spark_connect_the_fix_is_the_server_s_configuration():
+    """A Connect client cannot set static settings on a running server: the message says where."""
+    message = delta_conf_problem(None, None, "the Spark Connect server's configuration")
+    assert message is not None and message.endswith("in the Spark Connect server's configuration")
+    assert "the operator's conf" in (delta_conf_problem(None, None) or "")
