@@ -6,8 +6,10 @@ and the provenance change in one metastore call, and go back in one.
 
 from __future__ import annotations
 
+import contextlib
 import dataclasses
 import threading
+from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
@@ -29,16 +31,10 @@ def _replace(spark, target: str, faults: dict) -> SessionCatalogExecutor:
                         table_properties={"team": "ledger"})  # fmt: skip
 
 
-def test_a_takeover_right_after_the_location_change_puts_the_target_back(spark, database, tmp_path: Path):
-    target = f"{database}.contested"
-    spark.sql(f"CREATE TABLE {target} USING parquet TBLPROPERTIES ('owner_note'='kept') AS SELECT id FROM range(3)")
-    before = described(fresh(spark), TableRef.parse(target))
-    flag, progress = tmp_path / "go", tmp_path / "progress"
-    executor = _replace(
-        spark,
-        target,
-        {"after_location_change": {"wait_for": str(flag)}, "progress_file": str(progress)},
-    )
+@contextlib.contextmanager
+def _held_at(executor: SessionCatalogExecutor, point: str, flag: Path, progress: Path) -> Iterator[list[BaseException]]:
+    """The try's phases on a thread, held at ``point`` (its fault waits for ``flag``) while the body
+    runs; released and joined on exit. Yields the exceptions the phases raised."""
     failures: list[BaseException] = []
 
     def run() -> None:
@@ -51,9 +47,26 @@ def test_a_takeover_right_after_the_location_change_puts_the_target_back(spark, 
     worker.start()
     try:
         for _ in range(600):
-            if progress.exists() and "after_location_change" in progress.read_text():
+            if progress.exists() and point in progress.read_text():
                 break
             threading.Event().wait(0.1)
+        yield failures
+    finally:
+        flag.touch()
+        worker.join(timeout=300)
+
+
+def test_a_takeover_right_after_the_location_change_puts_the_target_back(spark, database, tmp_path: Path):
+    target = f"{database}.contested"
+    spark.sql(f"CREATE TABLE {target} USING parquet TBLPROPERTIES ('owner_note'='kept') AS SELECT id FROM range(3)")
+    before = described(fresh(spark), TableRef.parse(target))
+    flag, progress = tmp_path / "go", tmp_path / "progress"
+    executor = _replace(
+        spark,
+        target,
+        {"after_location_change": {"wait_for": str(flag)}, "progress_file": str(progress)},
+    )
+    with _held_at(executor, "after_location_change", flag, progress) as failures:
         flipped = described(fresh(spark), TableRef.parse(target))
         staging = executor.ctx.table.staging_table()
         assert flipped is not None and (flipped.location or "").rstrip("/").endswith(f"/{staging.table}"), "flipped"
@@ -65,9 +78,6 @@ def test_a_takeover_right_after_the_location_change_puts_the_target_back(spark, 
         marker = client.read_marker(location)
         assert marker is not None and marker.revoked_by is None
         client.fs.write_text(f"{location}/{markers.MARKER_FILE}", dataclasses.replace(marker, revoked_by=2).to_json())
-    finally:
-        flag.touch()
-        worker.join(timeout=300)
 
     assert len(failures) == 1 and isinstance(failures[0], FencedError), failures
     after = described(fresh(spark), TableRef.parse(target))
@@ -93,22 +103,8 @@ def test_a_partition_switch_undone_after_a_newer_try_published_restores_the_newe
         spark, target, "SELECT id, 'a' AS ds FROM range(7)", mode="overwrite_partitions", partition_by=["ds"],
         faults={"publish_checked": {"wait_for": str(flag)}, "progress_file": str(progress)},
     )  # fmt: skip
-    failures: list[BaseException] = []
-
-    def run() -> None:
-        try:
-            run_all(executor)
-        except BaseException as exc:
-            failures.append(exc)
-
-    worker = threading.Thread(target=run)
-    worker.start()
     newer = tmp_path / "newer_try" / "ds=a"
-    try:
-        for _ in range(600):
-            if progress.exists() and "publish_checked" in progress.read_text():
-                break
-            threading.Event().wait(0.1)
+    with _held_at(executor, "publish_checked", flag, progress) as failures:
         assert "publish_checked" in progress.read_text()
         # A newer try's begin revokes this try's staging; its publish switches the partition.
         client = CatalogClient(fresh(spark))
@@ -119,9 +115,6 @@ def test_a_partition_switch_undone_after_a_newer_try_published_restores_the_newe
         spark.range(50).write.parquet(str(newer))
         spark.sql(f"ALTER TABLE {target} PARTITION (ds = 'a') SET LOCATION '{newer}'")  # a path: no %3D
         assert count(spark, target) == 50
-    finally:
-        flag.touch()
-        worker.join(timeout=300)
 
     assert len(failures) == 1 and isinstance(failures[0], FencedError), failures
     assert count(spark, target) == 50, "the newer try's publish stands"
