@@ -60,7 +60,7 @@ ARGS = dict(
     default_args={{"retries": 1, "retry_delay": datetime.timedelta(seconds=2)}},
 )
 
-with DAG("backfill_partitions", max_active_runs=4, **ARGS) as partitions:
+with DAG("backfill_partitions", max_active_runs=4, is_paused_upon_creation=False, **ARGS) as partitions:
     AtomicCtasOperator(
         task_id="ctas", target_table="{db}.events", mode="overwrite_partitions", partition_by=["ds", "region"], sql=SQL,
         **SPARK,
@@ -76,6 +76,7 @@ with DAG(
     ),
     start_date=pendulum.datetime(2024, 1, 1, tz="UTC"),
     catchup=False,
+    is_paused_upon_creation=False,
 ):
     EmptyOperator(task_id="report")
 """
@@ -231,9 +232,7 @@ class PartitionReader:
 def test_backfill_then_reprocess_is_atomic_per_partition(scheduler, spark, database):
     services, dags = scheduler
     (dags / "backfill.py").write_text(DAG_SOURCE.format(db=database, days=DAYS))
-    services.reserialize()
-    for dag_id in ("backfill_partitions", "events_downstream"):
-        services.airflow("dags", "unpause", dag_id)
+    services.reserialize()  # both DAGs are created unpaused
     events = f"{database}.events"
     started = time.monotonic()
 
@@ -260,8 +259,9 @@ def test_backfill_then_reprocess_is_atomic_per_partition(scheduler, spark, datab
         days = [f"202401{day:02d}|eu" for day in range(1, DAYS + 1)]
         assert downstream_partitions(services, DAYS) == days, "one downstream run per published partition"
 
-        services.airflow("variables", "set", "ctas_pass", "2")
-        services.airflow("variables", "set", "ctas_fail_date", f"2024-01-{FAIL_DAY:02d}")
+        variables = dags.parent / "reprocess-variables.json"
+        variables.write_text(json.dumps({"ctas_pass": "2", "ctas_fail_date": f"2024-01-{FAIL_DAY:02d}"}))
+        services.airflow("variables", "import", str(variables))
         reprocess_started = time.monotonic()
         services.airflow(
             "backfill", "create", "--dag-id", "backfill_partitions", "--from-date", "2024-01-01",

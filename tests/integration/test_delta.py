@@ -17,7 +17,7 @@ from typing import Any
 
 import pytest
 
-from airflow_provider_ctas.catalogs.delta.executor import check_delta_catalog
+from airflow_provider_ctas.catalogs.delta.session import check_delta_catalog
 from airflow_provider_ctas.catalogs.delta.strategy import DELTA_CATALOG_CLASS
 from airflow_provider_ctas.catalogs.metastore.catalog import now_iso
 from airflow_provider_ctas.core import markers
@@ -190,9 +190,12 @@ def test_catalog_problems_are_refused_with_the_fix_before_any_spark_work(spark, 
         spark.conf.unset(key)
 
 
+# Try 2's rows each open a FIFO, which blocks until the test opens its other end: try 2 stays
+# mid-write until try 3 has published, however long that takes.
 ZOMBIE_SQL = (
     "SELECT id, CAST({{ ti.try_number }} AS BIGINT) AS written_by_try, "
-    "reflect('java.lang.Thread', 'sleep', CAST({{ 1500 if ti.try_number == 2 else 0 }} AS BIGINT)) AS pause "
+    "{% if ti.try_number == 2 %}CAST(reflect('scala.io.Source', 'fromFile', 'HOLD', 'UTF-8') IS NULL AS STRING)"
+    "{% else %}CAST(NULL AS STRING){% endif %} AS pause "
     "FROM range(0, 100, 1, 2)"
 )
 
@@ -208,9 +211,12 @@ def test_superseded_tries_never_commit(stack, spark, reader, on_spark41, databas
     )
     reader.rows(f"ALTER TABLE {target} ALTER COLUMN id COMMENT 'the id'")
     dag_id = "delta_zombie"
-    make_dag(dag_id, retries=3, target_table=target, mode="replace", sql=ZOMBIE_SQL, table_format="delta",
-             conf=on_spark41)  # fmt: skip
+    hold = tmp_path / "hold"
+    os.mkfifo(hold)
+    make_dag(dag_id, retries=3, target_table=target, mode="replace", sql=ZOMBIE_SQL.replace("HOLD", str(hold)),
+             table_format="delta", conf=on_spark41)  # fmt: skip
     progress, release = tmp_path / "progress", tmp_path / "release"
+    held: list[int] = []
 
     def trial(n: int, faults: dict[str, Any]) -> Trial:
         faults = {"progress_file": str(progress), **faults}
@@ -224,6 +230,7 @@ def test_superseded_tries_never_commit(stack, spark, reader, on_spark41, databas
             second = trial(2, {"before_write": {"only_try": 2}})
             wait_for_line(progress, "before_write try=2", timeout=240)
             third = trial(3, {}).wait()
+            held.append(os.open(hold, os.O_RDWR))  # never blocks; try 2's rows go on
             wait_for_line(progress, "result phases=begin,prepare,commit ok=False FENCED", timeout=240)
             try2 = second.wait()
             release.touch()
@@ -232,6 +239,8 @@ def test_superseded_tries_never_commit(stack, spark, reader, on_spark41, databas
             wait_for_drivers_to_exit(target)
     finally:
         release.touch()
+        for fd in held or [os.open(hold, os.O_RDWR)]:
+            os.close(fd)
     log1, log2 = ((tmp_path / f"try{n}.log").read_text(errors="replace") for n in (1, 2))
     left = _leftovers(spark, reader, database)
     problem = check_observations(poller.seen, {"5:0", "100:3"}, "100:3")
@@ -356,10 +365,12 @@ def test_two_creators_race_and_exactly_one_publishes(stack, spark, reader, on_sp
 
 def test_a_backfill_s_first_dates_race_to_create_and_both_publish(stack, spark, reader, on_spark41, database, tmp_path):
     """overwrite_partitions of two task instances on a missing table, both at their publish at once:
-    one creates the table, the other overwrites its partition in it instead of failing."""
+    one creates the table, the other overwrites its partition in it instead of failing, with the rows
+    its checks passed on (its staging table's, written into the table before the staging is dropped)."""
     target = f"{database}.first_use"
     states = race_two_creators(_probe(spark, reader, database), target, on_spark41, tmp_path, name="first_use",
-                               mode="overwrite_partitions", partition_by=["writer"])  # fmt: skip
+                               mode="overwrite_partitions", partition_by=["writer"],
+                               checks=[{"type": "not_null", "columns": ["id"]}])  # fmt: skip
     assert states == {1: "success", 2: "success"}
     assert reader.rows(f"SELECT writer, count(*) FROM {target} GROUP BY writer ORDER BY writer") == [[1, 100], [2, 200]]
     assert _leftovers(spark, reader, database) == []

@@ -6,7 +6,7 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any
 
-from airflow_provider_ctas.catalogs.delta.executor import EXTENSION_CLASS
+from airflow_provider_ctas.catalogs.delta.session import EXTENSION_CLASS
 from airflow_provider_ctas.catalogs.delta.strategy import DELTA_CATALOG_CLASS
 from ctas_devstack.jars import locked_jars
 from tests.support.table_reader import TableReader

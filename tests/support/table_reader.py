@@ -79,7 +79,9 @@ class TableReader:
             text=True,
         )
         self._lock = threading.Lock()
-        self._answer()
+        self._ready = False
+        """The reader's first line says its session is up; read with the first answer, so that the
+        JVM starts while the test goes on."""
 
     def _answer(self) -> dict[str, Any]:
         assert self.process.stdout is not None
@@ -93,6 +95,9 @@ class TableReader:
         with self._lock:  # a poller thread shares the process
             self.process.stdin.write(json.dumps(request) + "\n")
             self.process.stdin.flush()
+            if not self._ready:
+                self._answer()
+                self._ready = True
             return self._answer()
 
     def rows(self, sql: str) -> list[list[Any]]:

@@ -35,8 +35,8 @@ def run_one_try(dag_file: str, dag_id: str, run_id: str, task_id: str = "ctas") 
     for bundle in manager.get_all_dag_bundles():
         if not bundle.is_initialized:
             bundle.initialize()
-        sync_bag_to_db(
-            BundleDagBag(dag_folder=bundle.path, bundle_path=bundle.path, bundle_name=bundle.name),
+        sync_bag_to_db(  # this DAG's file only: the folder holds every DAG the session's tests wrote
+            BundleDagBag(dag_folder=dag_file, bundle_path=bundle.path, bundle_name=bundle.name),
             bundle.name,
             bundle.version,
         )

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import pytest
 
-from airflow_provider_ctas.catalogs.delta.executor import EXTENSION_CLASS, delta_conf_problem
+from airflow_provider_ctas.catalogs.delta.session import EXTENSION_CLASS, delta_conf_problem
 from airflow_provider_ctas.catalogs.delta.strategy import DELTA_CATALOG_CLASS
 
 FIX = f"set spark.sql.catalog.spark_catalog={DELTA_CATALOG_CLASS} and spark.sql.extensions={EXTENSION_CLASS}"

@@ -15,7 +15,7 @@ from pyspark.sql.types import (
     TimestampType,
 )
 
-from airflow_provider_ctas.catalogs.iceberg.executor import same_columns
+from airflow_provider_ctas.catalogs.iceberg.shape import same_columns
 
 TABLE = [("id", "long"), ("amount", "decimal(10, 2)"), ("at", "timestamptz"), ("score", "double")]
 

@@ -1,0 +1,39 @@
+"""What a Delta try's begin decides, as data: how it publishes and what it writes first. prepare
+and commit take it as input instead of reading it back from ``details`` (the run's report)."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from enum import StrEnum
+from typing import TYPE_CHECKING
+
+if TYPE_CHECKING:
+    from pyspark.sql.types import StructType
+
+    from airflow_provider_ctas.core.comments import Comments
+
+
+class Publish(StrEnum):
+    RENAME = "rename"
+    """A new target: the staging table is written, then renamed to the target."""
+    IN_PLACE = "delta_commit"
+    """An existing target: one Delta commit of the new version, fenced by the transaction's
+    application version (a write and its commit are one step in Delta)."""
+
+
+@dataclass(frozen=True)
+class DeltaPlan:
+    mechanism: Publish
+    schema: StructType
+    comments: Comments
+    """The published table's comments: the request's, over a replaced table's own (Delta's replace
+    takes the comments its commit gives)."""
+    stages: bool = True
+    """Whether prepare writes a staging table: a new target, or an existing one with checks (what
+    was checked is what is published)."""
+    target_location: str | None = None
+    """An existing target's location, where its log is read."""
+
+    @property
+    def columns(self) -> list[str]:
+        return [f.name for f in self.schema.fields]

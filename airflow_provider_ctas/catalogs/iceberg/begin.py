@@ -1,0 +1,132 @@
+"""begin: check the catalog, decide what the target allows, clean up earlier tries of this
+transaction and stage. A new target gets an empty staging table with its markers (published by a
+rename); an existing one gets this try's branch, created from ``main`` in the same metadata swap
+that raises the transaction's fence to this try and drops earlier tries' branches."""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from typing import TYPE_CHECKING, Any
+
+from airflow_provider_ctas.catalogs.analysis import analyse_query, describe_schema
+from airflow_provider_ctas.catalogs.existing_target import nothing_to_do
+from airflow_provider_ctas.catalogs.iceberg import durable, fence
+from airflow_provider_ctas.catalogs.iceberg import metadata as md
+from airflow_provider_ctas.catalogs.iceberg.cleanup import drop_staging
+from airflow_provider_ctas.catalogs.iceberg.plan import IcebergPlan, Publish
+from airflow_provider_ctas.catalogs.iceberg.run import IcebergRun
+from airflow_provider_ctas.catalogs.iceberg.shape import require_group_target, require_same_shape, without_other_tries
+from airflow_provider_ctas.catalogs.metastore.catalog import now_iso
+from airflow_provider_ctas.catalogs.provenance import new_table_properties
+from airflow_provider_ctas.core import markers
+from airflow_provider_ctas.core.errors import DatabaseNotFoundError, InvalidInputError, UnsupportedTargetError
+from airflow_provider_ctas.core.modes import Mode
+from airflow_provider_ctas.core.partitioning import source_columns
+from airflow_provider_ctas.spark.ddl import create_table_sql
+from airflow_provider_ctas.spark.protocol import PhaseReport, Reached
+
+if TYPE_CHECKING:
+    from pyspark.sql.types import StructType
+
+
+def begin(run: IcebergRun, report: PhaseReport, *, holds: bool) -> IcebergPlan | None:
+    """The plan, or None when there is nothing to do (the outcome says why)."""
+    catalog, target, try_number = run.catalog, run.table.target, run.table.try_number
+    if catalog.type != "glue":  # a Glue catalog is named once Glue answered for the namespace (below)
+        run.details["metastore_uris"] = catalog.uri
+    run.details["spark_application"] = run.engine.application()
+    if not catalog.namespace_exists(target.database):
+        raise DatabaseNotFoundError(
+            f"namespace {target.database!r} does not exist in catalog {target.catalog!r}; create it first"
+        )
+    run.details["metastore_uris"] = catalog.lineage_uri(target.database)
+    if try_number > 1:
+        report.touched += drop_staging(run, up_to=try_number - 1)
+    existing = catalog.load(target)
+    if existing is not None and nothing_to_do(
+        run.table, _published_markers(run, existing), run.progress, run.details, run.log
+    ):
+        report.note = f"outcome {run.progress.outcome}; nothing staged"
+        return None
+    if holds:
+        require_group_target(catalog, target, existing)
+    schema = _analyse(run)
+    run.table.comments.require_columns(f.name for f in schema.fields)
+    if existing is None:
+        catalog.check_publish_by_rename()
+        plan, touched = _create_staging(run, schema)
+    else:
+        adopted = durable.adopt(run, existing, schema) if run.request.durable and try_number > 1 else None
+        plan, touched = adopted or stage_branch(run, existing, schema)
+    report.touched.append(touched)
+    run.progress.reached = Reached.BEGUN
+    return plan
+
+
+def _published_markers(run: IcebergRun, existing: Any) -> Mapping[str, str]:
+    """The markers of the target's last publish, or, for a retry of ``overwrite_partitions``, of
+    this transaction's snapshot in ``main``'s history: other task instances publish to the same
+    table, so its properties may name a later one."""
+    current = existing.operations().refresh()
+    props = md.properties(current)
+    retried = run.table.mode is Mode.OVERWRITE_PARTITIONS and run.table.try_number > 1
+    if retried and not markers.owned_by(props, run.table.txn_id):
+        return md.ancestor_summary(current, run.table.txn_id) or props
+    return props
+
+
+def _analyse(run: IcebergRun) -> StructType:
+    schema = analyse_query(run.spark, run.request.sql, run.engine, run.log, run.details)
+    produced = {f.name.lower() for f in schema.fields}
+    missing = [c for c in source_columns(run.table.partition_by) if c not in produced]
+    if missing:
+        raise InvalidInputError(f"partition_by names {missing}, which the query does not produce")
+    describe_schema(schema, run.details)
+    return schema
+
+
+def _create_staging(run: IcebergRun, schema: StructType) -> tuple[IcebergPlan, str]:
+    table = run.table
+    staging = table.staging_table()
+    props = new_table_properties(table)
+    run.spark.sql(
+        create_table_sql(staging.quoted, schema, "iceberg", table.partition_by, props, comments=table.comments)
+    )
+    run.details["publish_mechanism"] = Publish.RENAME.value
+    return IcebergPlan(Publish.RENAME, schema), f"{staging} (created, empty)"
+
+
+def stage_branch(run: IcebergRun, existing: Any, schema: StructType) -> tuple[IcebergPlan, str]:
+    """This try's branch of ``existing``, made from ``main`` in the swap that raises the fence."""
+    catalog, table = run.catalog, run.table
+    target, txn, try_number = table.target, table.txn_id, table.try_number
+    current = existing.operations().refresh()
+    # overwrite_partitions always names partition_by, so this also checks it names the table's.
+    partition_fields = require_same_shape(target.qualified, current, schema, table.partition_by)
+    begun = fence.begun_record(now_iso(), table.key.to_dict())
+    based_on: list[int] = []
+
+    def stage(base: Any, builder: Any) -> Any:
+        props = md.properties(base)
+        run.not_superseded(props)
+        main = md.main_snapshot(base)
+        if main is None:
+            raise UnsupportedTargetError(
+                f"{target} has no snapshot yet (created empty); insert into it once, or drop it, first"
+            )
+        builder = without_other_tries(base, builder, txn, try_number)
+        based_on[:] = [main]
+        older = fence.keys_of(props, txn, up_to=try_number - 1)
+        if older:
+            builder = builder.removeProperties(catalog.java_set(older))
+        return builder.setRef(table.branch, catalog.branch_ref(main)).setProperties(
+            {fence.fence_key(txn, try_number): begun}
+        )
+
+    catalog.commit(existing, stage)
+    run.refresh_spark()
+    base_snapshot = based_on[0]
+    run.details["publish_mechanism"] = Publish.BRANCH.value
+    run.details["base_snapshot_id"] = base_snapshot
+    plan = IcebergPlan(Publish.BRANCH, schema, base_snapshot, partition_fields)
+    return plan, f"{target} (branch {table.branch} from snapshot {base_snapshot}; fence raised to try {try_number})"
