@@ -26,6 +26,7 @@ from typing import Any
 
 from ctas_devstack.jars import locked_jars
 from ctas_devstack.metastore import SERVICE_JVM_FLAGS, hive_site, spark_home, stop_pid_file
+from ctas_devstack.netns import ClusterNetwork
 
 LAUNCHER = Path(__file__).with_name("YarnCluster.java")
 CLUSTER_JARS = (
@@ -42,9 +43,14 @@ def cluster_classpath() -> str:
 
 
 class YarnCluster:
-    def __init__(self, root: Path, memory_mb: int = 6144, vcores: int = 8) -> None:
+    def __init__(
+        self, root: Path, memory_mb: int = 6144, vcores: int = 8, network: ClusterNetwork | None = None
+    ) -> None:
+        """``network``: the cluster runs in a network of its own, which cannot reach this host
+        (``netns.py``); its addresses are then the network's, in the configuration clients read."""
         self.root = root.resolve()
         self.memory_mb, self.vcores = memory_mb, vcores
+        self.network = network
         self.conf_dir = self.root / "conf"
         """HADOOP_CONF_DIR for spark-submit: the cluster's yarn-site.xml and a local default FS."""
 
@@ -61,7 +67,7 @@ class YarnCluster:
         self.site.unlink(missing_ok=True)
         (self.conf_dir / "core-site.xml").write_text(hive_site({"fs.defaultFS": "file:///"}))
         command = [
-            "java", "-Xmx768m", *SERVICE_JVM_FLAGS,
+            *(self.network.prefix if self.network else []), "java", "-Xmx768m", *SERVICE_JVM_FLAGS,
             f"-Dtest.build.data={self.root / 'data'}", "-cp", cluster_classpath(), str(LAUNCHER),
             str(self.site), "ctas", str(self.memory_mb), str(self.vcores),
         ]  # fmt: skip
@@ -77,6 +83,8 @@ class YarnCluster:
                 tail = (self.root / "yarn.log").read_text(errors="replace")[-3000:]
                 raise RuntimeError(f"YARN did not start (exit {process.poll()}): {tail}")
             time.sleep(0.5)
+        if self.network is not None:  # its services bound "localhost" inside their network
+            self.site.write_text(self.site.read_text().replace(">localhost:", f">{self.network.cluster_ip}:"))
         return self
 
     def stop(self, timeout: float = 60) -> None:
@@ -126,6 +134,18 @@ class YarnCluster:
             "spark.driver.memory": "512m",
             "spark.executor.memory": "512m",
             "spark.executor.instances": "1",
+            **(self._own_network_conf() if self.network else {}),
+        }
+
+    def _own_network_conf(self) -> dict[str, str]:
+        """A driver and its executors name themselves by the network's address (this machine's name
+        means another address outside it)."""
+        assert self.network is not None
+        address = self.network.cluster_ip
+        return {
+            f"spark.{side}.{name}": address
+            for side in ("yarn.appMasterEnv", "executorEnv")
+            for name in ("SPARK_LOCAL_IP", "SPARK_LOCAL_HOSTNAME")
         }
 
     def _get(self, url: str) -> Any:

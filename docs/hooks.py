@@ -374,6 +374,13 @@ def xcom_reference() -> str:
     return "\n".join(lines)
 
 
+def details_reference() -> str:
+    from airflow_provider_ctas.core.details import reference
+
+    rows = [f"| `{key}` | {_cell(kind)} | {_cell(meaning)} |" for key, kind, meaning in reference()]
+    return "\n".join(["| key | type | meaning |", "|---|---|---|", *rows])
+
+
 # -- formats and modes ------------------------------------------------------------------------------
 
 MODES = ("create", "create_if_not_exists", "replace", "overwrite_partitions")
@@ -488,6 +495,7 @@ GENERATORS: dict[str, Callable[[str | None], str]] = {
     "operator-parameters": operator_reference,
     "error-codes": lambda _: error_code_table(),
     "xcom": lambda _: xcom_reference(),
+    "xcom-details": lambda _: details_reference(),
     "formats": lambda _: format_table(),
     "checks": lambda _: checks_table(),
     "gc-cli": lambda _: gc_cli_table(),

@@ -45,6 +45,11 @@ python -m tests.support.jvm > .ctas-local/cds.log 2>&1 &
 if [ "$(bash scripts/postgres.sh start)" = started ]; then
   trap 'bash scripts/postgres.sh stop >/dev/null' EXIT
 fi
+# The YARN tests run their cluster in a network of its own (ctas_devstack/netns.py): iproute2, nftables.
+if ! command -v nft >/dev/null 2>&1 || ! command -v ip >/dev/null 2>&1; then
+  echo "test.sh: installing iproute2 and nftables (the YARN cluster's own network)"
+  apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq iproute2 nftables >/dev/null
+fi
 if [ "$#" -eq 0 ]; then
   set -- -m "not unit and not bench"  # bench: contributor tooling, run by bash scripts/test.sh -m bench
 fi

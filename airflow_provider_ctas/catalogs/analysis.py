@@ -8,6 +8,7 @@ from typing import TYPE_CHECKING, Any
 
 from airflow_provider_ctas.catalogs.metastore.namespace import catalog_namespace, jdbc_dataset, path_dataset
 from airflow_provider_ctas.catalogs.query import as_subquery
+from airflow_provider_ctas.core.details import Details
 from airflow_provider_ctas.core.errors import InvalidInputError, QueryError
 from airflow_provider_ctas.spark.errors import first_line
 
@@ -18,9 +19,7 @@ if TYPE_CHECKING:
     from airflow_provider_ctas.spark.engine import Engine, Reporter
 
 
-def analyse_query(
-    spark: SparkSession, sql: str | None, engine: Engine, log: Reporter, details: dict[str, Any]
-) -> StructType:
+def analyse_query(spark: SparkSession, sql: str | None, engine: Engine, log: Reporter, details: Details) -> StructType:
     """The query's schema; a query that does not analyse is ``QUERY_ERROR`` (not retried).
     What the analysed plan reads goes to ``details["inputs"]``."""
     from pyspark.errors import AnalysisException, ParseException
@@ -39,7 +38,7 @@ def analyse_query(
     return schema
 
 
-def describe_schema(schema: StructType, details: dict[str, Any]) -> None:
+def describe_schema(schema: StructType, details: Details) -> None:
     """The new version's columns, as the XCom and the lineage schema facet report them."""
     details["columns"] = [f.name for f in schema.fields]
     details["schema"] = [{"name": f.name, "type": f.dataType.simpleString()} for f in schema.fields]

@@ -7,9 +7,10 @@ Shared by the strategies that stage a new target under a reserved name and publi
 from __future__ import annotations
 
 from collections.abc import Mapping
-from typing import TYPE_CHECKING, Any, Protocol
+from typing import TYPE_CHECKING, Protocol
 
 from airflow_provider_ctas.core import markers
+from airflow_provider_ctas.core.details import Details
 from airflow_provider_ctas.core.errors import PublishError, TargetExistsError
 from airflow_provider_ctas.core.modes import Mode
 from airflow_provider_ctas.core.transaction import Outcome
@@ -32,7 +33,7 @@ class ModalTable(Protocol):
 
 
 def nothing_to_do(
-    table: ModalTable, props: Mapping[str, str], progress: Progress, details: dict[str, Any], log: Reporter
+    table: ModalTable, props: Mapping[str, str], progress: Progress, details: Details, log: Reporter
 ) -> bool:
     """At begin, with the target's properties: whether this try is done before it starts (the
     outcome is set), must replace, or may not touch the target (raises)."""
@@ -58,7 +59,7 @@ def nothing_to_do(
     return False
 
 
-def after_lost_race(table: ModalTable, props: Mapping[str, str], progress: Progress, details: dict[str, Any]) -> None:
+def after_lost_race(table: ModalTable, props: Mapping[str, str], progress: Progress, details: Details) -> None:
     """The rename found the target created meanwhile (``props`` are its properties): an earlier try
     of this transaction, a create_if_not_exists that may skip, or another writer."""
     if markers.owned_by(props, table.txn_id):

@@ -4,13 +4,14 @@ phases by name, the audit of what a try staged, and the test-only fault points."
 from __future__ import annotations
 
 from abc import ABC, abstractmethod
-from typing import TYPE_CHECKING, Any, ClassVar, Generic, TypeVar
+from typing import TYPE_CHECKING, ClassVar, Generic, TypeVar
 
 from airflow_provider_ctas.catalogs.audit import Auditor, AuditTarget, raise_if_failed, results_to_details, run_audit
 from airflow_provider_ctas.catalogs.progress import Progress, ReportsProgress
 from airflow_provider_ctas.catalogs.table_modes import WholeTable
 from airflow_provider_ctas.core import faults, markers
 from airflow_provider_ctas.core.checks import CheckResult, checks_from_wire, summary
+from airflow_provider_ctas.core.details import Details
 from airflow_provider_ctas.core.errors import InvalidInputError
 from airflow_provider_ctas.spark.engine import engine_for
 from airflow_provider_ctas.spark.protocol import Reached
@@ -32,7 +33,7 @@ class PhaseExecutor(ReportsProgress, ABC, Generic[T]):
         self.spark, self.table, self.request, self.log = spark, table, request, log
         self.engine = engine_for(spark)
         self.progress = Progress()
-        self.details: dict[str, Any] = {}
+        self.details: Details = {}
         self.began = False
         self.checks = checks_from_wire(request.checks)
         self.audit_results: list[CheckResult] = []

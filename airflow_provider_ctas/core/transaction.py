@@ -20,6 +20,7 @@ from enum import StrEnum
 from typing import Any, ClassVar, TypeVar
 
 from airflow_provider_ctas.core import markers
+from airflow_provider_ctas.core.details import Details, received
 from airflow_provider_ctas.core.errors import CorruptStateError, FencedError, InvalidTransitionError
 from airflow_provider_ctas.core.identifiers import TableRef, validate_target
 
@@ -127,7 +128,7 @@ class TwoPhaseTable:
     state: TxnState = TxnState.NEW
     outcome: Outcome | None = None
     last_committed_try: int | None = None
-    details: dict[str, Any] = field(default_factory=dict)
+    details: Details = field(default_factory=Details)
     history: list[HistoryEntry] = field(default_factory=list)
 
     @property
@@ -173,10 +174,10 @@ class TwoPhaseTable:
         self.state = prior.state
         self.outcome = prior.outcome
         self.last_committed_try = prior.last_committed_try
-        self.details = dict(prior.details)
+        self.details = prior.details.copy()
         self.history = list(prior.history)
 
-    def mark_prepared(self, try_number: int, at: str, details: Mapping[str, Any] | None = None) -> None:
+    def mark_prepared(self, try_number: int, at: str, details: Details | None = None) -> None:
         self._require_current(try_number, "prepare")
         if self.state is TxnState.PREPARED:
             return
@@ -186,7 +187,7 @@ class TwoPhaseTable:
         self.details.update(details or {})
         self._record(at)
 
-    def commit(self, try_number: int, at: str, outcome: Outcome, details: Mapping[str, Any] | None = None) -> bool:
+    def commit(self, try_number: int, at: str, outcome: Outcome, details: Details | None = None) -> bool:
         """Record the publish; False when this try had already committed (idempotent)."""
         self._require_current(try_number, "commit")
         if self.state is TxnState.COMMITTED:
@@ -214,7 +215,7 @@ class TwoPhaseTable:
         self.details["finalized_at"] = at
         return True
 
-    def abort(self, try_number: int, at: str, details: Mapping[str, Any] | None = None) -> bool:
+    def abort(self, try_number: int, at: str, details: Details | None = None) -> bool:
         """Record an abort; False when there was nothing to abort (already aborted or committed)."""
         self._require_current(try_number, "abort")
         if self.state in (TxnState.ABORTED, TxnState.COMMITTED):
@@ -318,7 +319,7 @@ class TwoPhaseTable:
             state=_state(data["state"]),
             outcome=Outcome(outcome) if outcome else None,
             last_committed_try=None if last_committed is None else _int(last_committed, "last_committed_try"),
-            details=details,
+            details=received(details),
             history=[HistoryEntry.from_dict(entry) for entry in history],
             **cls.spec_from_dict(spec),
         )

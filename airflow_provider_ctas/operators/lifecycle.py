@@ -17,6 +17,7 @@ import pendulum
 
 from airflow_provider_ctas.catalogs.query import validate_query
 from airflow_provider_ctas.core.checks import Check, validate_checks
+from airflow_provider_ctas.core.details import received
 from airflow_provider_ctas.core.transaction import TwoPhaseTable, TxnState
 from airflow_provider_ctas.operators.arguments import rendered_submit_options
 from airflow_provider_ctas.operators.state import durable_table, persist, refuse_without_begin, xcom_table
@@ -173,7 +174,7 @@ class CtasLifecycle:
             detach=detach,
         )
         if result.ok:
-            table.abort(table.try_number, now(), {"aborted_by": "abort run", **result.details})
+            table.abort(table.try_number, now(), {"aborted_by": "abort run", **received(result.details)})
             self.log.info("abort: ok in %.2fs", time.monotonic() - started)
         else:
             self.log.error("abort: failed (%s); the next try or a GC pass will clean up this transaction", result.error)

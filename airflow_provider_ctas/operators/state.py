@@ -9,6 +9,7 @@ from typing import TYPE_CHECKING, Any, NoReturn, Protocol
 from airflow.providers.common.compat.sdk import AirflowException
 
 from airflow_provider_ctas.catalogs import load_two_phase_table
+from airflow_provider_ctas.core.details import received
 from airflow_provider_ctas.core.errors import AuditFailedError, CtasError, error_from_code
 from airflow_provider_ctas.core.transaction import Outcome, TwoPhaseTable, TxnState
 from airflow_provider_ctas.operators.exceptions import airflow_exception
@@ -84,7 +85,8 @@ def _superseded(current: object, table: TwoPhaseTable, log: Log) -> bool:
 
 def apply_result(table: TwoPhaseTable, result: PhaseResult, now: str, log: Log) -> None:
     """Turn what the Spark run reported into the transaction's transitions (the caller persists them)."""
-    details = {**result.details, "phases": [vars(report) for report in result.phases]}
+    details = received(result.details)
+    details["phases"] = [vars(report) for report in result.phases]
     if result.error:
         details["error"] = result.error
     if result.reached in (Reached.PREPARED, Reached.COMMITTED) and table.state is TxnState.BEGUN:

@@ -13,6 +13,7 @@ from collections.abc import Callable, Iterator, Mapping
 from typing import TYPE_CHECKING, Any, Protocol
 from urllib.parse import unquote
 
+from airflow_provider_ctas.core.details import Details
 from airflow_provider_ctas.core.identifiers import TableRef, quote, sql_string_literal
 from airflow_provider_ctas.spark.catalog_entry import (
     CatalogEntry,
@@ -296,17 +297,22 @@ class ClassicEngine:
             done.set()
             context.setJobDescription(None)  # type: ignore[arg-type]
 
-    def write_metrics(self, result: DataFrame) -> dict[str, int]:
+    def write_metrics(self, result: DataFrame) -> Details:
         """Rows, files and bytes from the write command's own SQL metrics (no second pass over data)."""
-        names = {"numOutputRows": "row_count", "numFiles": "files", "numOutputBytes": "bytes"}
         found: dict[str, int] = {}
         plan = result._jdf.queryExecution().executedPlan().commandPhysicalPlan()
         iterator = plan.metrics().iterator()
         while iterator.hasNext():
             entry = iterator.next()
-            if entry._1() in names:
-                found[names[entry._1()]] = int(entry._2().value())
-        return found
+            found[str(entry._1())] = int(entry._2().value())
+        metrics: Details = {}
+        if "numOutputRows" in found:
+            metrics["row_count"] = found["numOutputRows"]
+        if "numFiles" in found:
+            metrics["files"] = found["numFiles"]
+        if "numOutputBytes" in found:
+            metrics["bytes"] = found["numOutputBytes"]
+        return metrics
 
     def job_count(self) -> int | None:
         return len(self.spark.sparkContext.statusTracker().getJobIdsForGroup(JOB_GROUP))
@@ -405,7 +411,7 @@ class ConnectEngine:
         finally:
             self.spark.removeProgressHandler(handler)  # type: ignore[arg-type]
 
-    def write_metrics(self, result: DataFrame) -> dict[str, int]:
+    def write_metrics(self, result: DataFrame) -> Details:
         """Spark Connect returns no metrics for a write command; the caller counts the rows."""
         return {}
 

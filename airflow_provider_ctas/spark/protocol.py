@@ -159,6 +159,7 @@ class PhaseResult:
     cleaned_up: bool = False
     """After a failure, this try's staging was removed inside the driver; no abort run is needed."""
     details: dict[str, Any] = field(default_factory=dict)
+    """A run's ``Details`` (``core/details.py``, typed where the executors write them), or GC's report."""
     phases: list[PhaseReport] = field(default_factory=list)
     error: dict[str, str] | None = None
 

@@ -66,6 +66,7 @@ def test_create_publishes_exactly_the_select(stack, spark, database, monkeypatch
     assert props[markers.ROW_COUNT] == "1000"
     assert txn["state"] == "committed" and txn["outcome"] == "published"
     assert txn["details"]["row_count"] == 1000
+    assert txn["details"]["files"] >= 1 and txn["details"]["bytes"] > 0, "the write's own metrics"
     assert txn["details"]["finalized_at"]
     # Where it ran: the application id in the return value, its UI as the task's extra link.
     application = txn["details"]["spark_application"]

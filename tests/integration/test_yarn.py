@@ -8,6 +8,7 @@ from __future__ import annotations
 import json
 import os
 import signal
+import socket
 import subprocess
 import time
 from collections.abc import Callable, Iterator
@@ -16,6 +17,7 @@ from typing import Any
 import pytest
 
 from airflow_provider_ctas.core import markers
+from ctas_devstack.netns import ClusterNetwork
 from ctas_devstack.yarn import YarnCluster
 from tests.support.catalog import count, fresh, leftovers, properties, table_exists
 from tests.support.dags import DAGS_FOLDER, make_dag, run_dag, xcom_value
@@ -41,10 +43,38 @@ pytestmark = [
 
 
 @pytest.fixture(scope="module")
-def yarn(tmp_path_factory) -> Iterator[YarnCluster]:
-    cluster = YarnCluster(tmp_path_factory.mktemp("yarn"), memory_mb=6144, vcores=4).start()
-    yield cluster
-    cluster.stop()
+def yarn(metastore, tmp_path_factory) -> Iterator[YarnCluster]:
+    """The cluster in a network of its own: the task reaches it, it reaches the metastore service
+    and nothing else of this host (``ctas_devstack/netns.py``), as a cluster that cannot open a
+    connection to the Airflow worker."""
+    root = tmp_path_factory.mktemp("yarn")
+    network = ClusterNetwork(root / "network.log", allow=(metastore.port,)).up()
+    try:
+        cluster = YarnCluster(root, memory_mb=6144, vcores=4, network=network).start()
+        yield cluster
+        cluster.stop()
+    finally:
+        network.down()
+
+
+def _network_of(pid: int) -> int:
+    return os.stat(f"/proc/{pid}/ns/net").st_ino
+
+
+def test_the_cluster_runs_in_a_network_that_cannot_reach_the_task_host(yarn, metastore):
+    """What every test of this module runs on: a listener on this host (a task's, were it to open
+    one) is out of the cluster's reach on every address, the metastore service is not, and the
+    cluster's services run in that network."""
+    network = yarn.network
+    assert network is not None
+    with socket.create_server(("0.0.0.0", 0)) as listener:
+        port = listener.getsockname()[1]
+        for host in (network.host_ip, "127.0.0.1", socket.gethostname()):
+            assert not network.reaches(host, port), f"the cluster reached this host at {host}:{port}"
+        assert socket.create_connection((network.host_ip, port), timeout=5), "this host reaches it"
+    assert network.reaches("127.0.0.1", metastore.port), "the metastore service, the one allowed port"
+    assert _network_of(int(yarn.pid_file.read_text())) == os.stat(f"/run/netns/{network.name}").st_ino
+    assert _network_of(os.getpid()) != os.stat(f"/run/netns/{network.name}").st_ino
 
 
 def _processes(app_id: str) -> list[str]:
@@ -147,6 +177,9 @@ def test_a_cluster_mode_driver_whose_task_died_never_publishes_and_gives_its_con
     trial = Trial(DAGS_FOLDER / f"{dag_id}.py", dag_id, "yarn_run", tmp_path / "try1.log", faults).start()
     wait_for_line(progress, "before_decision try=1", timeout=300)
     app_id = _application(yarn, f"spark_catalog.{target}", 1)["id"]
+    driver = _driver_pid(app_id)
+    assert driver is not None and yarn.network is not None
+    assert _network_of(driver) == os.stat(f"/run/netns/{yarn.network.name}").st_ino, "the driver cannot reach the task"
     os.kill(trial.pid, signal.SIGKILL)  # the task process: no on_kill, no abort; only its driver can clean up
     killed = time.monotonic()
     app = wait_until("the orphaned driver's application ends", lambda: _ended(yarn, app_id), timeout=120)
@@ -196,6 +229,9 @@ def test_a_durable_try_whose_task_died_in_cluster_mode_is_published_by_the_next_
     trial = Trial(DAGS_FOLDER / f"{dag_id}.py", dag_id, "yarn_run", tmp_path / "try1.log", faults).start()
     wait_for_line(progress, "before_decision try=1", timeout=300)
     app_id = _application(yarn, f"spark_catalog.{target}", 1)["id"]
+    driver = _driver_pid(app_id)
+    assert driver is not None and yarn.network is not None
+    assert _network_of(driver) == os.stat(f"/run/netns/{yarn.network.name}").st_ino, "the driver cannot reach the task"
     os.kill(trial.pid, signal.SIGKILL)
     app = wait_until("the orphaned driver's application ends", lambda: _ended(yarn, app_id), timeout=120)
     assert app["finalStatus"] != "SUCCEEDED" and not table_exists(spark, target), app

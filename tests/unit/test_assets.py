@@ -11,6 +11,7 @@ import pytest
 from airflow.sdk import Asset, AssetAlias
 from airflow.sdk.execution_time.context import OutletEventAccessors
 
+from airflow_provider_ctas.core.details import received
 from airflow_provider_ctas.core.identifiers import TableRef
 from airflow_provider_ctas.core.transaction import Outcome, TransactionKey, TwoPhaseTable
 from airflow_provider_ctas.operators import AtomicCtasOperator
@@ -160,7 +161,7 @@ def committed(outcome: Outcome, **details: Any) -> TwoPhaseTable:
     )  # fmt: skip
     table.begin(1, "2024-01-01T00:00:00+00:00")
     table.mark_prepared(1, "2024-01-01T00:00:01+00:00")
-    table.commit(1, "2024-01-01T00:00:02+00:00", outcome, details)
+    table.commit(1, "2024-01-01T00:00:02+00:00", outcome, received(details))
     return table
 
 

@@ -56,7 +56,7 @@ def test_happy_path_transitions():
     t = table()
     t.begin(1, AT)
     t.mark_prepared(1, AT, {"row_count": 3})
-    assert t.commit(1, AT, Outcome.PUBLISHED, {"publish": "rename"})
+    assert t.commit(1, AT, Outcome.PUBLISHED, {"publish": {"mechanism": "rename"}})
     assert t.state is TxnState.COMMITTED and t.last_committed_try == 1
     assert not t.commit(1, AT, Outcome.PUBLISHED), "commit is idempotent"
     assert t.finalize(1, AT) and not t.finalize(1, AT)
@@ -129,7 +129,7 @@ def test_continue_from_carries_the_durable_lifecycle():
 def test_round_trip_is_exact():
     t = table(mode="replace", allow_swap=True)
     t.begin(1, AT)
-    t.mark_prepared(1, AT, {"row_count": 10, "nested": {"a": [1, 2]}})
+    t.mark_prepared(1, AT, {"row_count": 10, "publish": {"nested": {"a": [1, 2]}}})
     for form in (t.to_dict(), t.to_json(), json.loads(t.to_json())):
         assert load_two_phase_table(form) == t
     assert t.to_dict()["schema_version"] == SCHEMA_VERSION

@@ -17,6 +17,7 @@ from airflow_provider_ctas.catalogs.progress import Progress
 from airflow_provider_ctas.catalogs.provenance import try_markers
 from airflow_provider_ctas.catalogs.query import as_subquery
 from airflow_provider_ctas.core import faults, markers
+from airflow_provider_ctas.core.details import Details
 from airflow_provider_ctas.core.errors import FencedError, PublishError
 from airflow_provider_ctas.core.identifiers import TableRef
 from airflow_provider_ctas.spark.errors import error_condition, first_line
@@ -50,7 +51,7 @@ class DeltaRun:
     log: Reporter
     engine: Engine
     progress: Progress
-    details: dict[str, Any]
+    details: Details
     """What the run reports (XCom); nothing reads it back."""
     catalog: CatalogClient
 

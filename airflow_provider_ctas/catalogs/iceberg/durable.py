@@ -62,9 +62,14 @@ def adopt(run: IcebergRun, existing: Any, schema: StructType) -> tuple[IcebergPl
         return None
     run.refresh_spark()
     run.details.update(
-        publish_mechanism=Publish.BRANCH.value, base_snapshot_id=kept.base_snapshot_id, snapshot_id=kept.snapshot_id,
-        row_count=kept.record.row_count, adopted_from_try=kept.record.prepared_by_try,
-    )  # fmt: skip
+        {
+            "publish_mechanism": Publish.BRANCH.value,
+            "base_snapshot_id": kept.base_snapshot_id,
+            "snapshot_id": kept.snapshot_id,
+            "row_count": kept.record.row_count,
+            "adopted_from_try": kept.record.prepared_by_try,
+        }
+    )
     plan = IcebergPlan(Publish.BRANCH, schema, kept.base_snapshot_id, partition_fields, adopted=mine)
     return plan, (
         f"{target} (branch {held} adopted as {table.branch} at snapshot {kept.snapshot_id}, prepared by try "

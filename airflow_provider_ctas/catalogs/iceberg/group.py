@@ -26,6 +26,7 @@ from airflow_provider_ctas.catalogs.metastore.catalog import now_iso
 from airflow_provider_ctas.catalogs.progress import Progress, ReportsProgress
 from airflow_provider_ctas.catalogs.provenance import try_markers
 from airflow_provider_ctas.core import faults, markers
+from airflow_provider_ctas.core.details import Details
 from airflow_provider_ctas.core.errors import CorruptStateError, FencedError, PublishError, UnsupportedTargetError
 from airflow_provider_ctas.core.transaction import (
     Outcome,
@@ -49,7 +50,7 @@ class IcebergGroupExecutor(ReportsProgress):
         self.spark, self.group, self.request, self.log = spark, group, request, log
         self.engine = engine_for(spark)
         self.progress = Progress()
-        self.details: dict[str, Any] = {}
+        self.details: Details = {}
         self._catalog: IcebergCatalog | None = None
 
     @property

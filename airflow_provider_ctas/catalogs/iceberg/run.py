@@ -13,6 +13,7 @@ from airflow_provider_ctas.catalogs.iceberg.metadata import IcebergCatalog
 from airflow_provider_ctas.catalogs.iceberg.table import IcebergTable
 from airflow_provider_ctas.catalogs.progress import Progress
 from airflow_provider_ctas.core import faults
+from airflow_provider_ctas.core.details import Details
 from airflow_provider_ctas.core.errors import FencedError
 from airflow_provider_ctas.spark.protocol import PhaseRequest
 
@@ -30,7 +31,7 @@ class IcebergRun:
     log: Reporter
     engine: Engine
     progress: Progress
-    details: dict[str, Any]
+    details: Details
     """What the run reports (XCom); nothing reads it back."""
     _catalog: IcebergCatalog | None = None
 

@@ -5,12 +5,13 @@ from __future__ import annotations
 
 from collections.abc import Callable
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
 
 from airflow_provider_ctas.catalogs.metastore.catalog import CatalogClient, TableInfo
 from airflow_provider_ctas.catalogs.progress import Progress
 from airflow_provider_ctas.catalogs.session_catalog.table import SessionCatalogTable
 from airflow_provider_ctas.core import faults, markers
+from airflow_provider_ctas.core.details import Details
 from airflow_provider_ctas.core.durable import Candidate
 from airflow_provider_ctas.core.identifiers import TableRef
 from airflow_provider_ctas.spark.errors import first_line
@@ -31,7 +32,7 @@ class RunContext:
     log: Reporter
     catalog: CatalogClient
     progress: Progress = field(default_factory=Progress)
-    details: dict[str, Any] = field(default_factory=dict)
+    details: Details = field(default_factory=Details)
     retained: dict[str, markers.Retained] = field(default_factory=dict)
     """Superseded versions kept for readers, recorded in the new version's marker after publishing."""
     staged_schema: StructType | None = None

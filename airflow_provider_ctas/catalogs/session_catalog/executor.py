@@ -17,7 +17,7 @@ with every name quoted and every value a string literal.
 from __future__ import annotations
 
 from dataclasses import replace
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
 
 from airflow_provider_ctas.catalogs.audit import Auditor, AuditTarget, raise_if_failed, results_to_details, run_audit
 from airflow_provider_ctas.catalogs.metastore.catalog import CatalogClient, now_iso
@@ -34,6 +34,7 @@ from airflow_provider_ctas.catalogs.session_catalog.publish.request import Publi
 from airflow_provider_ctas.catalogs.session_catalog.table import SessionCatalogTable
 from airflow_provider_ctas.core import markers
 from airflow_provider_ctas.core.checks import CheckResult, checks_from_wire, summary
+from airflow_provider_ctas.core.details import Details
 from airflow_provider_ctas.core.errors import InvalidInputError
 from airflow_provider_ctas.core.identifiers import quote
 from airflow_provider_ctas.core.modes import Mode
@@ -72,7 +73,7 @@ class SessionCatalogExecutor:
         return outcome.value if outcome else None
 
     @property
-    def details(self) -> dict[str, Any]:
+    def details(self) -> Details:
         return self.ctx.details
 
     def spark_jobs(self) -> int | None:
@@ -147,7 +148,7 @@ class SessionCatalogExecutor:
         ctx.progress.reached = Reached.PREPARED
         ctx.fault("after_prepare")
 
-    def _append(self, plan: Plan, sql: str) -> dict[str, int]:
+    def _append(self, plan: Plan, sql: str) -> Details:
         """The new version appended to the staging directory: append keeps its marker, and Spark SQL
         has no ``INSERT INTO`` a path. The columns go in the staging's order, partitions into
         Hive-style directories as a table's insert writes them; the rows are counted by an
@@ -167,7 +168,7 @@ class SessionCatalogExecutor:
         files = ctx.catalog.fs.data_files(root)
         if partition_by:
             ctx.staged_partitions = partition_directories(root, [path for path, _ in files], partition_by)
-        metrics = {"files": len(files), "bytes": sum(size for _, size in files)}
+        metrics: Details = {"files": len(files), "bytes": sum(size for _, size in files)}
         try:
             metrics["row_count"] = int(rows.get["rows"])
         except Exception as exc:  # noqa: BLE001 - the count is a report; counting the rows is the fallback
@@ -187,7 +188,7 @@ class SessionCatalogExecutor:
         reader.load(ctx.staging_directory).createOrReplaceTempView(staging.table)
         return quote(staging.table)
 
-    def _write_metrics(self, result: DataFrame) -> dict[str, int]:
+    def _write_metrics(self, result: DataFrame) -> Details:
         try:
             return self.ctx.catalog.engine.write_metrics(result)
         except Exception as exc:  # noqa: BLE001 - metrics are a report; counting rows is the fallback
