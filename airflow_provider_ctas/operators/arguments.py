@@ -63,7 +63,7 @@ def durable_flag(value: object, table_format: str, strategy: Strategy) -> bool:
     if value is True and not strategy.durable:
         raise InvalidInputError(
             f"durable=True is not supported for {table_format!r} tables yet: it keeps and adopts the staging of "
-            "file-format tables in Spark's session catalog and the branch of a replaced Iceberg table"
+            "file-format and Delta tables in Spark's session catalog and the branch of a replaced Iceberg table"
         )
     return value is True
 

@@ -112,9 +112,10 @@ class AtomicCtasOperator(CtasLifecycle, CtasLineageMixin, BaseOperator):
         staging, and the next try publishes that staging instead of running the query again, if
         the rendered query, the table's settings, the checks and ``conf`` are unchanged. Only a
         live try publishes. Staging that no try adopts is removed by the next try or GC, like any
-        staging. File formats of Spark's session catalog, and ``replace`` or ``overwrite_partitions``
-        of an existing Iceberg table (its branch is kept; a new Iceberg table's try is not);
-        templated (renders to true/false).
+        staging. File formats of Spark's session catalog, Delta tables (a replace of an existing
+        one then writes a staging table first, and publishes it with a second write, as with
+        ``checks``), and ``replace`` or ``overwrite_partitions`` of an existing Iceberg table (its
+        branch is kept; a new Iceberg table's try is not); templated (renders to true/false).
     :param publish_group: the task id of a ``PublishGroupOperator`` downstream of this task: this task
         stages and audits its table and holds it, and that task publishes every table of its group in
         one catalog commit, or none of them. Iceberg tables on a REST catalog, ``replace`` or

@@ -9,12 +9,14 @@ from typing import Any
 
 import pytest
 
+from airflow_provider_ctas.catalogs.delta.strategy import STRATEGY as DELTA
 from airflow_provider_ctas.catalogs.metastore import ownership
 from airflow_provider_ctas.core import markers
 from airflow_provider_ctas.core.durable import Candidate, PreparedRecord, adoptable, digest_of, mismatch
 from airflow_provider_ctas.core.errors import CorruptStateError, InvalidInputError
 from airflow_provider_ctas.driver.phases import _kept_for_next_try
 from airflow_provider_ctas.operators import AtomicCtasOperator
+from airflow_provider_ctas.operators.arguments import durable_flag
 from airflow_provider_ctas.spark.protocol import ABORT_PHASES, RUN_PHASES, PhaseRequest, PhaseResult
 
 pytestmark = pytest.mark.unit
@@ -76,13 +78,14 @@ def test_a_staging_for_another_publish_does_not_fit():
     assert "kind" in mismatch(RECORD, mechanism="flip", columns=[("id", "int")], registered=True)
 
 
-def test_the_operator_takes_durable_for_session_catalog_formats_and_iceberg_and_refuses_it_for_delta():
+def test_the_operator_takes_durable_for_every_format_whose_strategy_keeps_prepared_tries():
     make: dict[str, Any] = {"task_id": "t", "sql": "SELECT 1", "target_table": "db.t"}
     assert AtomicCtasOperator(**make, durable=True).durable is True
     assert "durable" in AtomicCtasOperator.template_fields
     assert AtomicCtasOperator(**make, durable="{{ params.durable }}").durable == "{{ params.durable }}"
+    assert AtomicCtasOperator(**make, table_format="delta", durable=True).durable is True
     with pytest.raises(InvalidInputError, match="not supported for 'delta'"):
-        AtomicCtasOperator(**make, table_format="delta", durable=True)
+        durable_flag(True, "delta", replace(DELTA, durable=False))
     iceberg = {**make, "target_table": "c.db.t", "mode": "replace"}
     assert AtomicCtasOperator(**iceberg, table_format="iceberg", durable="true").durable == "true"
     with pytest.raises(InvalidInputError, match="true or false"):

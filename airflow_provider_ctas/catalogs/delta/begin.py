@@ -9,6 +9,7 @@ from __future__ import annotations
 from dataclasses import replace
 
 from airflow_provider_ctas.catalogs.analysis import analyse_query, describe_schema
+from airflow_provider_ctas.catalogs.delta import durable
 from airflow_provider_ctas.catalogs.delta.plan import DeltaPlan, Publish
 from airflow_provider_ctas.catalogs.delta.run import DeltaRun
 from airflow_provider_ctas.catalogs.delta.session import check_delta_catalog
@@ -31,8 +32,30 @@ def begin(run: DeltaRun, report: PhaseReport, *, checks: bool) -> DeltaPlan | No
     run.details["spark_application"] = run.engine.application()
     if not run.spark.catalog.databaseExists(target.database):
         raise DatabaseNotFoundError(f"database {target.database!r} does not exist; create it first")
-    if table.try_number > 1:
+    # With durable=True an earlier try's staging may be taken over: it is cleaned up after that.
+    adopts = bool(run.request.durable) and table.try_number > 1
+    if table.try_number > 1 and not adopts:
         report.touched += drop_staging(run, up_to=table.try_number - 1)
+    plan = _decide(run, report, checks)
+    if adopts:
+        adopted = durable.adopt(run, plan) if plan is not None else None
+        if adopted is not None:
+            plan, touched = adopted
+            report.touched.append(touched)
+        report.touched += drop_staging(run, up_to=table.try_number - 1)
+    if plan is None:
+        return None
+    if plan.adopted is None and checks:
+        report.touched.append(create_staging(run, plan))
+    elif plan.adopted is None and plan.stages:
+        report.touched.append(f"nothing yet: {table.staging_table()} is written in prepare")
+    run.progress.reached = Reached.BEGUN
+    return plan
+
+
+def _decide(run: DeltaRun, report: PhaseReport, checks: bool) -> DeltaPlan | None:
+    """What the target allows, or None when there is nothing to do."""
+    table, target = run.table, run.table.target
     existing = run.catalog.table_info(target)
     if existing is not None and nothing_to_do(table, existing.properties, run.progress, run.details, run.log):
         report.note = f"outcome {run.progress.outcome}; nothing staged"
@@ -46,19 +69,12 @@ def begin(run: DeltaRun, report: PhaseReport, *, checks: bool) -> DeltaPlan | No
     plan = DeltaPlan(Publish.RENAME, schema, table.comments)
     if existing is None:
         run.details["publish_mechanism"] = Publish.RENAME.value
-    else:
-        columns = (f.name for f in schema.fields)
-        plan = in_place(run, replace(plan, comments=table.comments.over(read_comments(run.spark, target), columns)),
-                        existing, stages=checks)  # fmt: skip
-        report.touched.append(_fence_earlier_tries(run))
-        if run.progress.outcome is not None:
-            return None
-    if checks:
-        report.touched.append(create_staging(run, plan))
-    elif existing is None:
-        report.touched.append(f"nothing yet: {table.staging_table()} is written in prepare")
-    run.progress.reached = Reached.BEGUN
-    return plan
+        return plan
+    columns = (f.name for f in schema.fields)
+    plan = in_place(run, replace(plan, comments=table.comments.over(read_comments(run.spark, target), columns)),
+                    existing, stages=checks or bool(run.request.durable))  # fmt: skip
+    report.touched.append(_fence_earlier_tries(run))
+    return None if run.progress.outcome is not None else plan
 
 
 def in_place(run: DeltaRun, plan: DeltaPlan, existing: TableInfo, *, stages: bool) -> DeltaPlan:

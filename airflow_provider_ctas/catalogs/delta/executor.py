@@ -15,15 +15,17 @@ from __future__ import annotations
 from typing import TYPE_CHECKING
 
 from airflow_provider_ctas.catalogs.audit import AuditTarget
+from airflow_provider_ctas.catalogs.delta import durable
 from airflow_provider_ctas.catalogs.delta.begin import begin
 from airflow_provider_ctas.catalogs.delta.plan import DeltaPlan, Publish
 from airflow_provider_ctas.catalogs.delta.publish.in_place import publish_in_place
 from airflow_provider_ctas.catalogs.delta.publish.rename import publish_by_rename
 from airflow_provider_ctas.catalogs.delta.run import DeltaRun
-from airflow_provider_ctas.catalogs.delta.staging import create_staging, drop_staging, write_staging
+from airflow_provider_ctas.catalogs.delta.staging import create_staging, drop_staging, staging_of, write_staging
 from airflow_provider_ctas.catalogs.delta.table import DeltaTable
 from airflow_provider_ctas.catalogs.metastore.catalog import CatalogClient
 from airflow_provider_ctas.catalogs.phase_executor import PhaseExecutor
+from airflow_provider_ctas.core import markers
 from airflow_provider_ctas.core.errors import InvalidInputError
 from airflow_provider_ctas.core.modes import Mode
 from airflow_provider_ctas.core.transaction import Outcome
@@ -44,6 +46,8 @@ class DeltaExecutor(PhaseExecutor[DeltaTable]):
             spark, table, request, log, self.engine, self.progress, self.details, catalog=CatalogClient(spark)
         )
         self.plan: DeltaPlan | None = None
+        self.written_rows = 0
+        """What prepare wrote to the staging table (for the record a durable try keeps)."""
 
     def clean_up_this_try(self) -> list[str]:
         return drop_staging(self.run_, up_to=self.table.try_number)
@@ -59,7 +63,7 @@ class DeltaExecutor(PhaseExecutor[DeltaTable]):
 
     def audit_target(self) -> AuditTarget:
         plan = self._planned()
-        staged, target = self.table.staging_table().quoted, self.table.target.quoted
+        staged, target = staging_of(self.run_, plan).quoted, self.table.target.quoted
         if plan.mechanism is Publish.RENAME:
             return AuditTarget(staged=staged, published=None, columns=plan.columns)
         partial = self.table.partition_by if self.table.mode is Mode.OVERWRITE_PARTITIONS else ()
@@ -67,6 +71,12 @@ class DeltaExecutor(PhaseExecutor[DeltaTable]):
 
     def prepare(self, report: PhaseReport) -> None:
         plan = self._planned()
+        if plan.adopted is not None:
+            record = plan.adopted.record
+            report.note = f"adopted the staging of try {record.prepared_by_try}; the query did not run"
+            report.touched.append(f"{staging_of(self.run_, plan)} ({record.row_count} rows, adopted)")
+            self.progress.reached = Reached.PREPARED
+            return
         if not plan.stages:
             report.note = "a Delta write commits as it ends: the replace is written at commit, once the task decides"
             self.progress.reached = Reached.PREPARED
@@ -75,9 +85,28 @@ class DeltaExecutor(PhaseExecutor[DeltaTable]):
         self.fault("before_write")
         if not self.checks:  # with checks, begin created it
             create_staging(self.run_, plan)
-        report.touched.append(write_staging(self.run_))
+        touched, self.written_rows = write_staging(self.run_)
+        report.touched.append(touched)
         self.progress.reached = Reached.PREPARED
         self.fault("after_prepare")
+
+    def audit(self, report: PhaseReport) -> None:
+        adopted = self._planned().adopted
+        if adopted is None:
+            super().audit(report)
+            return
+        record = adopted.record  # the same checks (the digest says so) passed on this very staging
+        self.details["checks"] = list(record.checks)
+        report.note = f"checks passed in try {record.prepared_by_try}: {record.checks_summary}"
+
+    def audit_provenance(self) -> dict[str, str]:
+        adopted = self.plan.adopted if self.plan is not None else None
+        if adopted is None:
+            return super().audit_provenance()
+        return {markers.CHECKS: adopted.record.checks_summary} if adopted.record.checks_summary else {}
+
+    def keep_for_next_try(self, digest: str) -> str:
+        return durable.keep(self.run_, self._planned(), digest, self.audit_results, self.written_rows)
 
     def commit(self, report: PhaseReport) -> None:
         self.fault("before_publish")

@@ -11,6 +11,7 @@ if TYPE_CHECKING:
     from pyspark.sql.types import StructType
 
     from airflow_provider_ctas.core.comments import Comments
+    from airflow_provider_ctas.core.durable import Candidate
 
 
 class Publish(StrEnum):
@@ -30,9 +31,12 @@ class DeltaPlan:
     takes the comments its commit gives)."""
     stages: bool = True
     """Whether prepare writes a staging table: a new target, or an existing one with checks (what
-    was checked is what is published)."""
+    was checked is what is published) or with ``durable=True`` (what is kept for the next try)."""
     target_location: str | None = None
     """An existing target's location, where its log is read."""
+    adopted: Candidate | None = None
+    """With ``durable=True``: the prepared staging table of an earlier try that this try took over
+    (``durable.py``); it keeps that try's name."""
 
     @property
     def columns(self) -> list[str]:

@@ -12,7 +12,13 @@ from airflow_provider_ctas.catalogs.metastore import ownership
 from airflow_provider_ctas.catalogs.provenance import new_table_properties
 from airflow_provider_ctas.core import markers
 from airflow_provider_ctas.core.errors import FencedError, PublishError
+from airflow_provider_ctas.core.identifiers import TableRef
 from airflow_provider_ctas.spark.ddl import create_table_sql
+
+
+def staging_of(run: DeltaRun, plan: DeltaPlan) -> TableRef:
+    """This try's staging table: the one it writes, or the one it adopted (named for its writer)."""
+    return run.table.staging_table(plan.adopted.name_try if plan.adopted else None)
 
 
 def create_staging(run: DeltaRun, plan: DeltaPlan) -> str:
@@ -27,8 +33,8 @@ def create_staging(run: DeltaRun, plan: DeltaPlan) -> str:
     return f"{staging} (created, empty)"
 
 
-def write_staging(run: DeltaRun) -> str:
-    """Appends the query's rows to the (created) staging table."""
+def write_staging(run: DeltaRun) -> tuple[str, int]:
+    """Appends the query's rows to the (created) staging table; what it touched, and the rows."""
     staging = run.table.staging_table()
     with run.engine.progress(f"prepare {run.table.target}", run.log), run.user_metadata():
         # The append carries no application version: on a table nobody else writes it would only
@@ -38,11 +44,11 @@ def write_staging(run: DeltaRun) -> str:
     commit = run.logged_commit(staging.quoted, run.managed_location(staging), version=1)
     if commit is None:
         raise PublishError(f"try {run.table.try_number}'s commit is not in {staging}'s history")
-    return f"{staging} (written: {commit.rows} rows)"
+    return f"{staging} (written: {commit.rows} rows)", commit.rows
 
 
-def require_own_staging(run: DeltaRun) -> None:
-    staging, table = run.table.staging_table(), run.table
+def require_own_staging(run: DeltaRun, plan: DeltaPlan) -> None:
+    staging, table = staging_of(run, plan), run.table
     props = run.catalog.properties(staging)
     if props is None or not markers.owned_by(props, table.txn_id) or markers.marker_try(props) != table.try_number:
         raise FencedError(
@@ -52,9 +58,10 @@ def require_own_staging(run: DeltaRun) -> None:
 
 
 def drop_staging(run: DeltaRun, up_to: int, first: int = 1) -> list[str]:
-    """Staging tables of tries ``first..up_to`` of this transaction, each checked for our markers;
-    where there is no table, the directory of one killed between its first Delta commit and its
-    catalog entry, if that commit's markers name the try, or an empty one."""
+    """Staging tables named for tries ``first..up_to`` of this transaction and held by one of them
+    (the try that wrote it or one that adopted it), each checked for our markers; where there is no
+    table, the directory of one killed between its first Delta commit and its catalog entry, if that
+    commit's markers name the try, or an empty one."""
     touched, fs, txn = [], run.catalog.fs, run.table.txn_id
     for try_number in range(first, up_to + 1):
         staging = run.table.staging_table(try_number)
@@ -70,7 +77,7 @@ def drop_staging(run: DeltaRun, up_to: int, first: int = 1) -> list[str]:
                 touched.append(f"{leftover} (deleted: empty)")
             elif fs.exists(leftover):
                 run.log.warning(f"{leftover} has no Delta log of try {try_number}'s staging table; left alone")
-        elif ownership.is_staging_of(props, txn, try_number):
+        elif ownership.holds_staging(props, txn, try_number, up_to):
             # No PURGE: Delta's catalog refuses it; dropping a managed Delta table deletes its files.
             run.spark.sql(f"DROP TABLE IF EXISTS {staging.quoted}")
             touched.append(f"{staging} (dropped)")

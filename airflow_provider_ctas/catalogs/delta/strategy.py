@@ -29,6 +29,7 @@ STRATEGY = Strategy(
     validate_target=DeltaTable.parse_target,
     check_options=DeltaTable.check_options,
     driver=_driver,
+    durable=True,
     lineage_namespace=metastore_namespace,
     # A staging table's markers are in its log's first commit, written before its catalog entry.
     staging_reader=StagingReader("Delta", log.created_properties),

@@ -9,7 +9,7 @@ from typing import TYPE_CHECKING, Any
 
 from airflow_provider_ctas.catalogs.delta.plan import DeltaPlan, Publish
 from airflow_provider_ctas.catalogs.delta.run import DeltaRun
-from airflow_provider_ctas.catalogs.delta.staging import drop_staging, require_own_staging
+from airflow_provider_ctas.catalogs.delta.staging import drop_staging, require_own_staging, staging_of
 from airflow_provider_ctas.catalogs.delta.table import FORMAT, write_version
 from airflow_provider_ctas.catalogs.metastore.catalog import now_iso
 from airflow_provider_ctas.catalogs.provenance import new_table_properties
@@ -27,7 +27,7 @@ def publish_in_place(run: DeltaRun, plan: DeltaPlan, checks: dict[str, str], rep
     table, target = run.table, run.table.target
     partial = table.mode is Mode.OVERWRITE_PARTITIONS
     if plan.stages:
-        require_own_staging(run)
+        require_own_staging(run, plan)
     run.fault("before_write")
     version = write_version(table.try_number)
     with run.engine.progress(f"commit {target}", run.log), run.user_metadata():
@@ -49,16 +49,18 @@ def publish_in_place(run: DeltaRun, plan: DeltaPlan, checks: dict[str, str], rep
     report.touched.append(f"{target} ({what}: Delta version {commit.version}, {commit.rows} rows)")
     if partial and table.comments:
         _set_comments(run, report)
-    if plan.stages:  # published: the checked staging table has served
+    if plan.stages:  # published: the staging table has served
+        staging = staging_of(run, plan)
+        first = plan.adopted.name_try if plan.adopted else table.try_number
         try:
-            report.touched += drop_staging(run, up_to=table.try_number, first=table.try_number)
+            report.touched += drop_staging(run, up_to=table.try_number, first=first)
         except Exception as exc:  # noqa: BLE001 - published; the next try or GC drops it
-            run.log.warning(f"{table.staging_table()} not dropped after the publish: {first_line(exc)}")
+            run.log.warning(f"{staging} not dropped after the publish: {first_line(exc)}")
 
 
 def _source(run: DeltaRun, plan: DeltaPlan) -> DataFrame:
-    """What an in-place publish writes: the checked staging table's rows, or the query's."""
-    return run.spark.table(run.table.staging_table().quoted) if plan.stages else run.query()
+    """What an in-place publish writes: the staging table's rows (checked, kept or adopted), or the query's."""
+    return run.spark.table(staging_of(run, plan).quoted) if plan.stages else run.query()
 
 
 def _writer(run: DeltaRun, plan: DeltaPlan, checks: dict[str, str], *, created_at: str) -> Any:

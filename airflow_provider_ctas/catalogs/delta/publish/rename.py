@@ -4,11 +4,12 @@ has this try's partitions written into it, from the staging table, as an existin
 
 from __future__ import annotations
 
+from airflow_provider_ctas.catalogs.delta import durable
 from airflow_provider_ctas.catalogs.delta.begin import in_place
 from airflow_provider_ctas.catalogs.delta.plan import DeltaPlan, Publish
 from airflow_provider_ctas.catalogs.delta.publish.in_place import publish_in_place
 from airflow_provider_ctas.catalogs.delta.run import DeltaRun
-from airflow_provider_ctas.catalogs.delta.staging import drop_staging, require_own_staging
+from airflow_provider_ctas.catalogs.delta.staging import drop_staging, require_own_staging, staging_of
 from airflow_provider_ctas.catalogs.existing_target import after_lost_race
 from airflow_provider_ctas.core import markers
 from airflow_provider_ctas.core.errors import FencedError, PublishError
@@ -19,8 +20,8 @@ from airflow_provider_ctas.spark.protocol import PhaseReport
 
 
 def publish_by_rename(run: DeltaRun, plan: DeltaPlan, checks: dict[str, str], report: PhaseReport) -> None:
-    table, staging, target = run.table, run.table.staging_table(), run.table.target
-    require_own_staging(run)
+    table, staging, target = run.table, staging_of(run, plan), run.table.target
+    require_own_staging(run, plan)
     if checks:  # carried over by the rename
         with run.user_metadata():
             value = sql_string_literal(checks[markers.CHECKS])
@@ -38,10 +39,12 @@ def publish_by_rename(run: DeltaRun, plan: DeltaPlan, checks: dict[str, str], re
             # try of this one wrote into it, so there is nothing to fence; the staged rows go in.
             publish_in_place(run, in_place(run, plan, current, stages=True), checks, report)
             return
-        drop_staging(run, up_to=table.try_number, first=table.try_number)
+        drop_staging(run, up_to=table.try_number, first=plan.adopted.name_try if plan.adopted else table.try_number)
         report.touched.append(f"{staging} (dropped: {target} appeared)")
         after_lost_race(table, current.properties, run.progress, run.details)
         return
     run.progress.publish()
     run.details["publish"] = {"mechanism": Publish.RENAME.value}
     report.touched.append(f"{staging} -> {target} (renamed)")
+    if run.request.durable:
+        durable.remove_record(run, target)
