@@ -8,6 +8,7 @@ database, reader SparkSession) start lazily, once per session, only when a test 
 
 from __future__ import annotations
 
+import functools
 import json
 import os
 import re
@@ -48,12 +49,41 @@ hypothesis.settings.load_profile("ctas")
 
 from tests.support import test_times  # noqa: E402 (after the environment above: it imports no Airflow)
 
+_GROUP = re.compile(r"""xdist_group\(\s*["']([\w.-]+)["']\s*\)""")
+
+
+@functools.cache
+def _module_group(path: str) -> str | None:
+    """The ``xdist_group`` a test module's ``pytestmark`` names, read from its source."""
+    try:
+        found = _GROUP.search(Path(path).read_text())
+    except OSError:
+        return None
+    return found.group(1) if found else None
+
+
+def pytest_xdist_make_scheduler(config, log):
+    """xdist's ``loadgroup`` sends a group to one worker by appending its name to ``item._nodeid``,
+    which pytest 9 no longer reads (a node's id is ``_id``): every group was split over both workers,
+    each starting the group's module-scoped services (a YARN cluster, a reader JVM, a catalog
+    server) once more. This scheduler keeps a module whose ``pytestmark`` names an ``xdist_group`` on
+    one worker (modules naming the same group share it) and sends every other test on its own."""
+    from xdist.scheduler import LoadScopeScheduling  # type: ignore[import-untyped]
+
+    root = config.rootpath
+
+    class ModuleGroups(LoadScopeScheduling):  # type: ignore[misc]
+        def _split_scope(self, nodeid: str) -> str:
+            return _module_group(str(root / nodeid.split("::", 1)[0])) or nodeid
+
+    return ModuleGroups(config, log)
+
 
 def pytest_collection_modifyitems(config, items):
     """Every test that starts no real process is a ``unit`` test (the fast gate runs them first).
-    Longest first: slow tests, then the other integration tests, then unit tests. With xdist's
-    ``load`` scheduling one test at a time, the two workers then end on short tests together instead
-    of one finishing a multi-minute test alone (the longest take 2-7 minutes each)."""
+    Longest first: slow tests, then the other integration tests, then unit tests. The scheduler
+    (above) sends the module groups first, then one test at a time, so the two workers end on short
+    tests together instead of one finishing a multi-minute test alone."""
     for item in items:
         if item.get_closest_marker("integration") is None:
             item.add_marker("unit")
