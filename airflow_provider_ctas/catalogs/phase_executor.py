@@ -19,6 +19,7 @@ from airflow_provider_ctas.spark.protocol import Reached
 if TYPE_CHECKING:
     from pyspark.sql import SparkSession
 
+    from airflow_provider_ctas.core.durable import PreparedRecord
     from airflow_provider_ctas.spark.engine import Reporter
     from airflow_provider_ctas.spark.protocol import PhaseReport, PhaseRequest
 
@@ -75,9 +76,18 @@ class PhaseExecutor(ReportsProgress, ABC, Generic[T]):
         """What this try staged, and the published version it would replace."""
         raise NotImplementedError
 
+    def adopted_record(self) -> PreparedRecord | None:
+        """With ``durable=True``: the record of the earlier try's staging this try took over."""
+        return None
+
     def audit(self, report: PhaseReport) -> None:
         if not self.audits:
             self.refuse_checks()
+        record = self.adopted_record()
+        if record is not None:  # the same checks (the digest says so) passed on this very staging
+            self.details["checks"] = list(record.checks)
+            report.note = f"checks passed in try {record.prepared_by_try}: {record.checks_summary}"
+            return
         target = self.audit_target()
         results = run_audit(Auditor(self.spark, self.checks, target), self.engine, self.log, str(self.table.target))
         self.audit_results = results
@@ -88,6 +98,9 @@ class PhaseExecutor(ReportsProgress, ABC, Generic[T]):
 
     def audit_provenance(self) -> dict[str, str]:
         """The checks' one-line summary for the published version's properties, when there were checks."""
+        record = self.adopted_record()
+        if record is not None:
+            return {markers.CHECKS: record.checks_summary} if record.checks_summary else {}
         return {markers.CHECKS: summary(self.audit_results)} if self.audit_results else {}
 
     def hold(self, report: PhaseReport) -> None:

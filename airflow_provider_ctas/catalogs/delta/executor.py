@@ -25,7 +25,6 @@ from airflow_provider_ctas.catalogs.delta.staging import create_staging, drop_st
 from airflow_provider_ctas.catalogs.delta.table import DeltaTable
 from airflow_provider_ctas.catalogs.metastore.catalog import CatalogClient
 from airflow_provider_ctas.catalogs.phase_executor import PhaseExecutor
-from airflow_provider_ctas.core import markers
 from airflow_provider_ctas.core.errors import InvalidInputError
 from airflow_provider_ctas.core.modes import Mode
 from airflow_provider_ctas.core.transaction import Outcome
@@ -34,6 +33,7 @@ from airflow_provider_ctas.spark.protocol import PhaseReport, PhaseRequest, Reac
 if TYPE_CHECKING:
     from pyspark.sql import SparkSession
 
+    from airflow_provider_ctas.core.durable import PreparedRecord
     from airflow_provider_ctas.spark.engine import Reporter
 
 
@@ -90,20 +90,9 @@ class DeltaExecutor(PhaseExecutor[DeltaTable]):
         self.progress.reached = Reached.PREPARED
         self.fault("after_prepare")
 
-    def audit(self, report: PhaseReport) -> None:
-        adopted = self._planned().adopted
-        if adopted is None:
-            super().audit(report)
-            return
-        record = adopted.record  # the same checks (the digest says so) passed on this very staging
-        self.details["checks"] = list(record.checks)
-        report.note = f"checks passed in try {record.prepared_by_try}: {record.checks_summary}"
-
-    def audit_provenance(self) -> dict[str, str]:
+    def adopted_record(self) -> PreparedRecord | None:
         adopted = self.plan.adopted if self.plan is not None else None
-        if adopted is None:
-            return super().audit_provenance()
-        return {markers.CHECKS: adopted.record.checks_summary} if adopted.record.checks_summary else {}
+        return adopted.record if adopted is not None else None
 
     def keep_for_next_try(self, digest: str) -> str:
         return durable.keep(self.run_, self._planned(), digest, self.audit_results, self.written_rows)

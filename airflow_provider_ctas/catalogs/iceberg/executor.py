@@ -26,7 +26,6 @@ from airflow_provider_ctas.catalogs.iceberg.run import IcebergRun
 from airflow_provider_ctas.catalogs.iceberg.staged import audit_target, write
 from airflow_provider_ctas.catalogs.iceberg.table import IcebergTable
 from airflow_provider_ctas.catalogs.phase_executor import PhaseExecutor
-from airflow_provider_ctas.core import markers
 from airflow_provider_ctas.core.errors import InvalidInputError
 from airflow_provider_ctas.core.transaction import Outcome
 from airflow_provider_ctas.spark.protocol import PhaseReport, PhaseRequest, Reached
@@ -34,6 +33,7 @@ from airflow_provider_ctas.spark.protocol import PhaseReport, PhaseRequest, Reac
 if TYPE_CHECKING:
     from pyspark.sql import SparkSession
 
+    from airflow_provider_ctas.core.durable import PreparedRecord
     from airflow_provider_ctas.spark.engine import Reporter
 
 
@@ -90,21 +90,9 @@ class IcebergExecutor(PhaseExecutor[IcebergTable]):
         self.progress.reached = Reached.PREPARED
         self.fault("after_prepare")
 
-    def audit(self, report: PhaseReport) -> None:
-        adopted = self._planned().adopted
-        if adopted is None:
-            super().audit(report)
-            return
-        record = adopted.record  # the same checks (the digest says so) passed on this very snapshot
-        self.details["checks"] = list(record.checks)
-        report.note = f"checks passed in try {record.prepared_by_try}: {record.checks_summary}"
-
-    def audit_provenance(self) -> dict[str, str]:
-        adopted = self._planned().adopted
-        if adopted is None:
-            return super().audit_provenance()
-        summary = adopted.record.checks_summary
-        return {markers.CHECKS: summary} if summary else {}
+    def adopted_record(self) -> PreparedRecord | None:
+        adopted = self.plan.adopted if self.plan is not None else None
+        return adopted.record if adopted is not None else None
 
     def audit_target(self) -> AuditTarget:
         return audit_target(self.run_, self._planned(), self.staged)
