@@ -12,6 +12,12 @@ bash scripts/setup.sh
 export PATH="$PWD/.venv/bin:$PATH"
 mkdir -p build/reports .ctas-local
 
+# The tests' class-data-sharing archives of Spark's classes (tests/support/jvm.py: the main pyspark's,
+# then that of the release the Iceberg and Delta drivers run on); pytest's fixtures wait for them (and
+# make them themselves if this did not). Made beside the gate, at the lowest priority: after it, the
+# first tests of both workers waited about two minutes for them.
+nice -n 19 python -m tests.support.jvm > .ctas-local/cds.log 2>&1 &
+
 gate_started=$SECONDS
 ruff check .
 ruff format --check .
@@ -36,11 +42,6 @@ done
 pytest -m unit --junitxml=build/reports/junit-unit.xml
 echo "test.sh: the fast gate passed in $((SECONDS - gate_started)) s"
 
-# The tests' class-data-sharing archives of Spark's classes (tests/support/jvm.py: the main pyspark's,
-# then that of the release the Iceberg and Delta drivers run on); pytest's fixtures wait for them (and
-# make them themselves if this did not). Made after the gate, not beside it: beside it, even at the
-# lowest priority, they slowed the gate from 78 s to 131 s.
-python -m tests.support.jvm > .ctas-local/cds.log 2>&1 &
 # The scheduler tests keep Airflow's metadata in PostgreSQL: use the one on 5432 or start a private one.
 if [ "$(bash scripts/postgres.sh start)" = started ]; then
   trap 'bash scripts/postgres.sh stop >/dev/null' EXIT
