@@ -7,6 +7,7 @@ from typing import Any
 
 from airflow_provider_ctas.catalogs.iceberg import fence
 from airflow_provider_ctas.catalogs.iceberg import metadata as md
+from airflow_provider_ctas.catalogs.iceberg.metadata import IcebergCatalog
 from airflow_provider_ctas.catalogs.iceberg.run import IcebergRun
 from airflow_provider_ctas.catalogs.iceberg.table import branch_try
 from airflow_provider_ctas.core import markers
@@ -40,15 +41,19 @@ def drop_branches(run: IcebergRun, up_to: int) -> list[str]:
     if existing is None:
         return []
     dropped: list[str] = []
-
-    def drop(base: Any, builder: Any) -> Any | None:
-        dropped[:] = [n for n in md.refs(base) if (t := branch_try(n, txn)) is not None and t <= up_to]
-        stale = fence.keys_of(md.properties(base), txn, up_to=up_to)
-        if not dropped and not stale:
-            return None
-        for name in dropped:
-            builder = builder.removeRef(name)
-        return builder.removeProperties(catalog.java_set(stale)) if stale else builder
-
-    catalog.commit(existing, drop)
+    catalog.commit(existing, lambda base, builder: without_branches(catalog, base, builder, txn, up_to, dropped))
     return [f"{target} (branch {name} dropped)" for name in dropped]
+
+
+def without_branches(
+    catalog: IcebergCatalog, base: Any, builder: Any, txn_id: str, up_to: int, dropped: list[str]
+) -> Any | None:
+    """``builder`` without the branches of tries ``<= up_to`` of ``txn_id`` and the fences naming
+    them (their names go into ``dropped``); None when there is nothing to drop."""
+    dropped[:] = [n for n in md.refs(base) if (t := branch_try(n, txn_id)) is not None and t <= up_to]
+    stale = fence.keys_of(md.properties(base), txn_id, up_to=up_to)
+    if not dropped and not stale:
+        return None
+    for name in dropped:
+        builder = builder.removeRef(name)
+    return builder.removeProperties(catalog.java_set(stale)) if stale else builder

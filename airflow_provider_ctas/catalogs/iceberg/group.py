@@ -19,6 +19,7 @@ from typing import TYPE_CHECKING, Any
 
 from airflow_provider_ctas.catalogs.iceberg import fence
 from airflow_provider_ctas.catalogs.iceberg import metadata as md
+from airflow_provider_ctas.catalogs.iceberg.cleanup import without_branches
 from airflow_provider_ctas.catalogs.iceberg.group_table import GROUP, GROUP_SNAPSHOTS, IcebergGroup, held, require_held
 from airflow_provider_ctas.catalogs.iceberg.metadata import IcebergCatalog
 from airflow_provider_ctas.catalogs.iceberg.table import IcebergTable, branch_try
@@ -231,18 +232,10 @@ class IcebergGroupExecutor(ReportsProgress):
             dropped: list[str] = []
 
             def drop(base: Any, builder: Any, member: IcebergTable = member, dropped: list[str] = dropped) -> Any:
-                props = md.properties(base)
-                newest = fence.newest(props, member.txn_id)
+                newest = fence.newest(md.properties(base), member.txn_id)
                 if newest is not None and newest > member.try_number:
                     return None  # a newer try of the member owns its staging now
-                names = [n for n in md.refs(base) if (t := branch_try(n, member.txn_id)) and t <= member.try_number]
-                dropped[:] = names
-                stale = fence.keys_of(props, member.txn_id, up_to=member.try_number)
-                if not names and not stale:
-                    return None
-                for name in names:
-                    builder = builder.removeRef(name)
-                return builder.removeProperties(catalog.java_set(stale)) if stale else builder
+                return without_branches(catalog, base, builder, member.txn_id, member.try_number, dropped)
 
             catalog.commit(table, drop)
             touched += [f"{member.target} (branch {name} dropped)" for name in dropped]
