@@ -23,8 +23,8 @@ from typing import Any
 from airflow_provider_ctas.catalogs import gc_strategy
 from airflow_provider_ctas.core.errors import CtasError, InvalidInputError
 from airflow_provider_ctas.core.identifiers import validate_name
+from airflow_provider_ctas.core.protocol import GC_PHASES, PhaseRequest
 from airflow_provider_ctas.runners.spark_submit import SparkSubmitRunner
-from airflow_provider_ctas.spark.protocol import GC_PHASES, PhaseRequest
 
 _DURATION = re.compile(r"(\d+(?:\.\d+)?)([smhdw]?)")
 _UNITS = {"": 1, "s": 1, "m": 60, "h": 3600, "d": 86400, "w": 604800}

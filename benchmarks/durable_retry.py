@@ -68,7 +68,7 @@ def _executor(spark: Any, key: Any, target: str, sql: str, try_number: int, dura
     from airflow_provider_ctas.catalogs import create_two_phase_table
     from airflow_provider_ctas.catalogs.session_catalog.executor import SessionCatalogExecutor
     from airflow_provider_ctas.core.durable import digest_of
-    from airflow_provider_ctas.spark.protocol import RUN_PHASES, PhaseRequest
+    from airflow_provider_ctas.core.protocol import RUN_PHASES, PhaseRequest
 
     table = create_two_phase_table(
         key=key, conn_id="spark_default", target=target, mode="replace", table_format="parquet"
@@ -80,7 +80,7 @@ def _executor(spark: Any, key: Any, target: str, sql: str, try_number: int, dura
 
 
 def _run(executor: Any, *phases: str) -> None:
-    from airflow_provider_ctas.spark.protocol import PhaseReport
+    from airflow_provider_ctas.core.protocol import PhaseReport
 
     for phase in phases:
         executor.run(phase, PhaseReport(phase, "ok", 0.0))

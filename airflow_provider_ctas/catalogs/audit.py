@@ -55,6 +55,8 @@ class AuditTarget:
     is the whole table."""
     partition_value: Callable[[str, str], str] = field(default=lambda entry, alias: f"{alias}.{quote(entry)}")
     """SQL for the partition value of a row of table ``alias`` under one entry of ``replaced_partitions_of``."""
+    label: str = ""
+    """How the run's report names what was staged, when ``staged`` is only a view over it."""
 
     def same_partition(self, left: str, right: str) -> str:
         value = self.partition_value

@@ -1,5 +1,5 @@
-"""What the executors of the whole-table formats (Iceberg, Delta) share: how far one run got, the
-phases by name, the audit of what a try staged, and the test-only fault points."""
+"""What every strategy's executor shares: how far one run got, the phases by name, the audit of
+what a try staged (or the record of an adopted try's), and the test-only fault points."""
 
 from __future__ import annotations
 
@@ -8,22 +8,22 @@ from typing import TYPE_CHECKING, ClassVar, Generic, TypeVar
 
 from airflow_provider_ctas.catalogs.audit import Auditor, AuditTarget, raise_if_failed, results_to_details, run_audit
 from airflow_provider_ctas.catalogs.progress import Progress, ReportsProgress
-from airflow_provider_ctas.catalogs.table_modes import WholeTable
 from airflow_provider_ctas.core import faults, markers
 from airflow_provider_ctas.core.checks import CheckResult, checks_from_wire, summary
 from airflow_provider_ctas.core.details import Details
 from airflow_provider_ctas.core.errors import InvalidInputError
+from airflow_provider_ctas.core.protocol import Reached
+from airflow_provider_ctas.core.transaction import TwoPhaseTable
 from airflow_provider_ctas.spark.engine import engine_for
-from airflow_provider_ctas.spark.protocol import Reached
 
 if TYPE_CHECKING:
     from pyspark.sql import SparkSession
 
     from airflow_provider_ctas.core.durable import PreparedRecord
+    from airflow_provider_ctas.core.protocol import PhaseReport, PhaseRequest
     from airflow_provider_ctas.spark.engine import Reporter
-    from airflow_provider_ctas.spark.protocol import PhaseReport, PhaseRequest
 
-T = TypeVar("T", bound=WholeTable)
+T = TypeVar("T", bound=TwoPhaseTable)
 
 
 class PhaseExecutor(ReportsProgress, ABC, Generic[T]):
@@ -92,7 +92,9 @@ class PhaseExecutor(ReportsProgress, ABC, Generic[T]):
         results = run_audit(Auditor(self.spark, self.checks, target), self.engine, self.log, str(self.table.target))
         self.audit_results = results
         self.details["checks"] = results_to_details(results)
-        report.touched.append(f"{target.staged} ({sum(r.passed for r in results)}/{len(results)} checks passed)")
+        report.touched.append(
+            f"{target.label or target.staged} ({sum(r.passed for r in results)}/{len(results)} checks passed)"
+        )
         self.fault("after_audit")
         raise_if_failed(results)
 

@@ -4,8 +4,8 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
+from airflow_provider_ctas.core.protocol import Reached
 from airflow_provider_ctas.core.transaction import Outcome
-from airflow_provider_ctas.spark.protocol import Reached
 
 
 @dataclass

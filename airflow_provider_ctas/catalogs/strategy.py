@@ -19,8 +19,8 @@ from airflow_provider_ctas.core.transaction import TransactionKey, TwoPhaseTable
 if TYPE_CHECKING:
     from pyspark.sql import SparkSession
 
+    from airflow_provider_ctas.core.protocol import PhaseReport, PhaseRequest, Reached
     from airflow_provider_ctas.spark.engine import Reporter
-    from airflow_provider_ctas.spark.protocol import PhaseReport, PhaseRequest, Reached
 
 
 class Executor(Protocol):

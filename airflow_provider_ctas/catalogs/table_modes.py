@@ -22,8 +22,6 @@ from airflow_provider_ctas.core.transaction import TwoPhaseTable, _exact_fields
 class WholeTable(TwoPhaseTable):
     table_format: ClassVar[str] = ""
     """The ``table_format`` it serves ("iceberg", "delta")."""
-    format_name: ClassVar[str] = ""
-    """How errors name the format ("Iceberg", "Delta")."""
     no_swap_because: ClassVar[str] = ""
     """Why ``allow_swap`` does not apply to this format."""
     overwrites_partitions: ClassVar[bool] = False

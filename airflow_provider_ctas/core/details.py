@@ -95,7 +95,7 @@ class Details(TypedDict, total=False):
         "decided the try"
     ]  # fmt: skip
     error: Annotated[
-        dict[str, Any], "object", '`{"code", "message", "phase"}`, built in one place: `spark.protocol.error_info`'
+        dict[str, Any], "object", '`{"code", "message", "phase"}`, built in one place: `core.protocol.error_info`'
     ]
 
 

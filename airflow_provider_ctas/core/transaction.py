@@ -120,6 +120,8 @@ class TwoPhaseTable:
     """
 
     kind: ClassVar[str] = ""
+    format_name: ClassVar[str] = ""
+    """How errors name the kind of table ("Iceberg", "Delta")."""
 
     key: TransactionKey
     conn_id: str

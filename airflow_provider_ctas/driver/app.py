@@ -16,10 +16,10 @@ import sys
 from typing import TYPE_CHECKING, Any
 
 from airflow_provider_ctas.core.errors import CorruptStateError
+from airflow_provider_ctas.core.protocol import RESULT_LINE_PREFIX, PhaseRequest, PhaseResult, error_info
 from airflow_provider_ctas.driver.phases import record_progress, run_phases
 from airflow_provider_ctas.spark.engine import CONNECT_MODE_VARIABLES
 from airflow_provider_ctas.spark.errors import classify
-from airflow_provider_ctas.spark.protocol import RESULT_LINE_PREFIX, PhaseRequest, PhaseResult, error_info
 
 if TYPE_CHECKING:
     from pyspark.sql import SparkSession

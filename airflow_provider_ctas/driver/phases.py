@@ -13,11 +13,11 @@ from typing import TYPE_CHECKING
 
 from airflow_provider_ctas.catalogs import STRATEGIES, gc_strategy, load_two_phase_table, strategy_of_kind
 from airflow_provider_ctas.core.errors import CoordinatorLostError
+from airflow_provider_ctas.core.protocol import GC_PHASES, PhaseReport, PhaseRequest, PhaseResult, Reached, error_info
 from airflow_provider_ctas.core.transaction import TwoPhaseTable
 from airflow_provider_ctas.spark.coordinator_link import CoordinatorLink
 from airflow_provider_ctas.spark.engine import Reporter, engine_for
 from airflow_provider_ctas.spark.errors import classify, first_line
-from airflow_provider_ctas.spark.protocol import GC_PHASES, PhaseReport, PhaseRequest, PhaseResult, Reached, error_info
 from airflow_provider_ctas.spark.runtime import check_spark
 
 if TYPE_CHECKING:
@@ -71,10 +71,18 @@ def _link(spark: SparkSession, request: PhaseRequest, table: TwoPhaseTable, log:
         return None
 
     def lost(reason: str) -> None:
+        if link.writing_on:
+            log.warning(
+                f"coordinator lost: {reason}; durable=True in cluster deploy mode: finishing the write and keeping "
+                "it for the next try, publishing nothing"
+            )
+            return
         log.warning(f"coordinator lost: {reason}; cancelling this driver's Spark jobs, publishing nothing")
         spark.sparkContext.cancelAllJobs()
 
-    link = CoordinatorLink(request.coordinator, table.txn_id, table.try_number, lost)
+    link = CoordinatorLink(
+        request.coordinator, table.txn_id, table.try_number, lost, durable=request.durable is not None
+    )
     link.connect(log.info)
     return link
 
@@ -99,7 +107,8 @@ def _run_each(
             if phase == "commit":
                 _record_for_next_try(executor, request, result, log)
             if link is not None:
-                link.check()
+                if phase == "commit" or not link.writing_on:
+                    link.check()
                 if phase == "commit":
                     seconds = link.await_commit()
                     report.note = f"the task decided commit in {seconds * 1000:.0f} ms"

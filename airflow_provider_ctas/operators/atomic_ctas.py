@@ -31,6 +31,7 @@ from airflow_provider_ctas.catalogs import create_two_phase_table, strategy_for
 from airflow_provider_ctas.core.checks import PLACEHOLDERS, Check
 from airflow_provider_ctas.core.durable import digest_of
 from airflow_provider_ctas.core.errors import CtasError
+from airflow_provider_ctas.core.protocol import PhaseRequest, run_phases_for
 from airflow_provider_ctas.core.transaction import (
     TransactionKey,
     TwoPhaseTable,
@@ -59,7 +60,6 @@ from airflow_provider_ctas.operators.state import (
 )
 from airflow_provider_ctas.runners import Runner, is_connect, runner_for
 from airflow_provider_ctas.runners.spark_submit import faults_from_environment
-from airflow_provider_ctas.spark.protocol import PhaseRequest, run_phases_for
 
 if TYPE_CHECKING:
     from airflow.sdk import Context

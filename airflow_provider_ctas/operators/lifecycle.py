@@ -18,12 +18,12 @@ import pendulum
 from airflow_provider_ctas.catalogs.query import validate_query
 from airflow_provider_ctas.core.checks import Check, validate_checks
 from airflow_provider_ctas.core.details import received
+from airflow_provider_ctas.core.protocol import ABORT_PHASES, PhaseRequest
 from airflow_provider_ctas.core.transaction import TwoPhaseTable, TxnState
 from airflow_provider_ctas.operators.arguments import rendered_submit_options
 from airflow_provider_ctas.operators.state import durable_table, persist, refuse_without_begin, xcom_table
 from airflow_provider_ctas.runners import Runner
 from airflow_provider_ctas.runners.spark_submit import faults_from_environment
-from airflow_provider_ctas.spark.protocol import ABORT_PHASES, PhaseRequest
 
 if TYPE_CHECKING:
     from airflow.sdk import Context

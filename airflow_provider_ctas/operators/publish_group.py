@@ -21,6 +21,7 @@ from airflow_provider_ctas.catalogs import load_two_phase_table, strategy_for
 from airflow_provider_ctas.catalogs.iceberg.group_table import IcebergGroup
 from airflow_provider_ctas.catalogs.iceberg.table import IcebergTable
 from airflow_provider_ctas.core.errors import CtasError, GroupMemberFailedError, InvalidInputError
+from airflow_provider_ctas.core.protocol import ABORT_PHASES, GROUP_COMMIT_PHASES, PhaseRequest
 from airflow_provider_ctas.core.transaction import Outcome, TransactionKey, TwoPhaseTable, TxnState
 from airflow_provider_ctas.operators.arguments import rendered_submit_options
 from airflow_provider_ctas.operators.assets import table_asset
@@ -29,7 +30,6 @@ from airflow_provider_ctas.operators.lifecycle import now
 from airflow_provider_ctas.operators.state import XCOM_KEY, raise_for_airflow, run_failure
 from airflow_provider_ctas.runners import Runner, runner_for
 from airflow_provider_ctas.runners.spark_submit import faults_from_environment
-from airflow_provider_ctas.spark.protocol import ABORT_PHASES, GROUP_COMMIT_PHASES, PhaseRequest
 
 if TYPE_CHECKING:
     from airflow.sdk import Context

@@ -11,9 +11,9 @@ from airflow.providers.common.compat.sdk import AirflowException
 from airflow_provider_ctas.catalogs import load_two_phase_table
 from airflow_provider_ctas.core.details import received
 from airflow_provider_ctas.core.errors import AuditFailedError, CtasError, error_from_code
+from airflow_provider_ctas.core.protocol import PhaseResult, Reached
 from airflow_provider_ctas.core.transaction import Outcome, TwoPhaseTable, TxnState
 from airflow_provider_ctas.operators.exceptions import airflow_exception
-from airflow_provider_ctas.spark.protocol import PhaseResult, Reached
 
 if TYPE_CHECKING:
     from airflow.sdk import Context

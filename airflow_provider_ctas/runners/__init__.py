@@ -9,7 +9,7 @@ from typing import TYPE_CHECKING, Any, Protocol
 from airflow_provider_ctas.core.errors import InvalidInputError
 
 if TYPE_CHECKING:
-    from airflow_provider_ctas.spark.protocol import PhaseRequest, PhaseResult
+    from airflow_provider_ctas.core.protocol import PhaseRequest, PhaseResult
 
 
 class Logger(Protocol):

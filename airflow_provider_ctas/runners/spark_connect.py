@@ -24,11 +24,11 @@ from typing import TYPE_CHECKING, Any
 from airflow.providers.apache.spark.hooks.spark_connect import SparkConnectHook
 
 from airflow_provider_ctas.core.errors import CtasError, SparkJobError
+from airflow_provider_ctas.core.protocol import ABORT_PHASES, PhaseRequest, PhaseResult, error_info
 from airflow_provider_ctas.driver.phases import record_progress, run_phases
 from airflow_provider_ctas.runners import Logger
 from airflow_provider_ctas.spark.engine import CONNECT_MODE_VARIABLES
 from airflow_provider_ctas.spark.errors import first_line
-from airflow_provider_ctas.spark.protocol import ABORT_PHASES, PhaseRequest, PhaseResult, error_info
 
 if TYPE_CHECKING:
     from pyspark.sql import SparkSession

@@ -37,11 +37,11 @@ from airflow_provider_ctas.core.errors import (
     SparkJobError,
     SparkNotFoundError,
 )
+from airflow_provider_ctas.core.protocol import PhaseRequest, PhaseResult, Reached, error_info
 from airflow_provider_ctas.runners import Logger
 from airflow_provider_ctas.runners.coordinator import CommitCoordinator
 from airflow_provider_ctas.runners.pyspark_install import check_pyspark_install
-from airflow_provider_ctas.runners.yarn_driver import ENDED, locate_driver
-from airflow_provider_ctas.spark.protocol import PhaseRequest, PhaseResult, Reached, error_info
+from airflow_provider_ctas.runners.yarn_driver import ENDED, application_tags, locate_driver, wait_for_earlier_tries
 
 APPLICATION = str(Path(airflow_provider_ctas.__file__).parent / "driver" / "airflow_ctas_app.py")
 
@@ -262,8 +262,12 @@ class SparkSubmitRunner:
         options["files"] = ",".join(filter(None, [options.get("files"), request_path]))
         options["py_files"] = ",".join(filter(None, [options.get("py_files"), package_zip(workdir)]))
         in_cluster = coordinator is not None and coordinator.driver_listens
+        cluster_conf: dict[str, str] = {}
+        if in_cluster and coordinator is not None:
+            tags = application_tags(coordinator.txn_id, coordinator.try_number)
+            cluster_conf = {**YARN_CLUSTER_CONF, "spark.yarn.tags": tags}
         hook = SparkSubmitHook(
-            conf={**self._effective_conf(), **(YARN_CLUSTER_CONF if in_cluster else {})},
+            conf={**self._effective_conf(), **cluster_conf},
             conn_id=self.conn_id,
             name=name,
             application_args=[request_path],
@@ -271,6 +275,10 @@ class SparkSubmitRunner:
             **options,
         )
         self._hook = hook
+        if in_cluster and coordinator is not None and request.durable:
+            wait_for_earlier_tries(
+                hook, coordinator.txn_id, coordinator.try_number, lambda said: self.log.info("[airflow-ctas] %s", said)
+            )
         error = self._submit(hook, detach)
         if error is None and coordinator is not None and in_cluster:
             return self._decide_with_driver_in_cluster(hook, coordinator)

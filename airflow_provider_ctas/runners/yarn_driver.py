@@ -11,6 +11,7 @@ keytab (``SparkSubmitHook``'s REST tracking, which this mode uses too).
 from __future__ import annotations
 
 import time
+from collections.abc import Callable
 from typing import Any
 
 import requests
@@ -21,6 +22,49 @@ from airflow_provider_ctas.core.errors import DecisionPathError
 
 ENDED = frozenset({"FINISHED", "FAILED", "KILLED"})
 HTTP_SECONDS = 30
+LIVE_STATES = "NEW,NEW_SAVING,SUBMITTED,ACCEPTED,RUNNING"
+TXN_TAG, TRY_TAG = "airflow-ctas-txn-", "airflow-ctas-try-"
+
+
+def application_tags(txn_id: str, try_number: int) -> str:
+    """``spark.yarn.tags`` of a try's application, by which a later try finds it in the ResourceManager."""
+    return f"{TXN_TAG}{txn_id},{TRY_TAG}{try_number}"
+
+
+def wait_for_earlier_tries(
+    hook: SparkSubmitHook, txn_id: str, try_number: int, log: Callable[[str], None], every: float = 60.0
+) -> list[str]:
+    """Durable tries: follow the applications of this transaction's earlier tries that still run
+    until they end, and return them. Such a driver lost its task and is finishing its write for the
+    next try (``driver/phases.py``); this try's begin then takes that staging over instead of
+    revoking it half-written. The task's own ``execution_timeout`` bounds the wait."""
+    base, auth = hook._get_yarn_rm_base_url(), hook._resolved_yarn_rm_auth
+    followed: list[str] = []
+    started = last_said = time.monotonic()
+    while True:
+        url = f"{base}/ws/v1/cluster/apps?applicationTags={TXN_TAG}{txn_id}&states={LIVE_STATES}"
+        apps = (_get(url, auth, what="the ResourceManager").json().get("apps") or {}).get("app") or []
+        earlier = [app for app in apps if (_try_of(app) or try_number) < try_number]
+        if not earlier:
+            return followed
+        for app in earlier:
+            if app["id"] not in followed:
+                followed.append(app["id"])
+                log(
+                    f"try {_try_of(app)}'s driver (YARN application {app['id']}, {app.get('state')}) is still "
+                    "running; waiting for it to end before this try begins, to take over what it writes (durable=True)"
+                )
+        if time.monotonic() - last_said >= every:
+            last_said = time.monotonic()
+            log(f"still waiting for {', '.join(a['id'] for a in earlier)} ({last_said - started:.0f}s so far)")
+        time.sleep(2)
+
+
+def _try_of(app: dict[str, Any]) -> int | None:
+    for tag in str(app.get("applicationTags") or "").split(","):
+        if tag.startswith(TRY_TAG) and tag[len(TRY_TAG) :].isdigit():
+            return int(tag[len(TRY_TAG) :])
+    return None
 
 
 def locate_driver(hook: SparkSubmitHook, txn_id: str, try_number: int, timeout: float) -> tuple[str, int]:

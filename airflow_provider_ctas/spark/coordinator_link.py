@@ -24,7 +24,13 @@ from airflow_provider_ctas.core.errors import CoordinatorLostError, CorruptState
 
 class CoordinatorLink:
     def __init__(
-        self, settings: Mapping[str, Any], txn_id: str, try_number: int, on_lost: Callable[[str], None]
+        self,
+        settings: Mapping[str, Any],
+        txn_id: str,
+        try_number: int,
+        on_lost: Callable[[str], None],
+        *,
+        durable: bool = False,
     ) -> None:
         try:
             self.listens = settings.get("driver_listens") is True
@@ -37,6 +43,9 @@ class CoordinatorLink:
         except (KeyError, TypeError, ValueError) as exc:
             raise CorruptStateError(f"the request's coordinator settings are unusable: {exc}") from exc
         self.txn_id, self.try_number = txn_id, try_number
+        self.writes_on_for_next_try = durable and self.listens
+        """Durable tries in cluster mode: a driver whose task is lost (not one told to abort) finishes
+        its write and keeps it for the next try; it needs nothing of the worker to do so."""
         self._on_lost = on_lost
         self._lock = threading.Lock()
         self._answered = threading.Event()
@@ -140,6 +149,11 @@ class CoordinatorLink:
             self.lost = reason
             self._answered.set()
         self._on_lost(reason)
+
+    @property
+    def writing_on(self) -> bool:
+        """The task is lost and this driver goes on writing for the next try (never publishing)."""
+        return self.writes_on_for_next_try and self.lost is not None and not self.aborted
 
     def check(self) -> None:
         if self.lost is not None:

@@ -16,9 +16,9 @@ from airflow_provider_ctas.catalogs import create_two_phase_table
 from airflow_provider_ctas.checks import AcceptedValues, NotNull, RowCount, RowCountChange, SqlCheck, Unique
 from airflow_provider_ctas.core import markers
 from airflow_provider_ctas.core.checks import PUBLISHED_VIEW, STAGED_VIEW, Check
+from airflow_provider_ctas.core.protocol import PhaseRequest, PhaseResult, run_phases_for
 from airflow_provider_ctas.core.transaction import TransactionKey
 from airflow_provider_ctas.driver.phases import run_phases
-from airflow_provider_ctas.spark.protocol import PhaseRequest, PhaseResult, run_phases_for
 from tests.support.catalog import count, fresh, leftovers, location, properties
 
 pytestmark = pytest.mark.integration

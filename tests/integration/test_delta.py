@@ -427,21 +427,27 @@ def test_gc_removes_a_killed_try_s_staging_table_and_nothing_else(stack, spark, 
     assert not reader.exists(target)
 
 
-@pytest.mark.parametrize("mode", ["replace", "create"])
+@pytest.mark.parametrize("mode", ["replace", "create", "overwrite_partitions"])
 def test_a_durable_try_whose_worker_was_lost_is_published_by_the_next_without_its_query(
     stack, spark, reader, on_spark41, database, tmp_path, mode
 ):
     """durable=True: try 1 writes a staging table, records it and waits for the decision; its task
     and supervisor are SIGKILLed, the driver keeps the staging and exits. The source grows; try 2
     takes the staging over and publishes it without running the query (into the existing table in
-    one fenced Delta commit, or renamed to a new one): the published rows are try 1's."""
+    one fenced Delta commit, or renamed to a new one): the published rows are try 1's. With
+    ``overwrite_partitions`` only the staged partition is replaced; the other stays as it was."""
     target, source = f"{database}.durable_{mode}", f"{database}.durable_source_{mode}"
+    partitions: dict[str, Any] = {}
     if mode == "replace":
         reader.rows(f"CREATE TABLE {target} USING delta AS SELECT id FROM range(5)")
+    elif mode == "overwrite_partitions":  # partition p=0 holds 0, 2, 4 and stays; p=1 is replaced
+        reader.rows(f"CREATE TABLE {target} USING delta PARTITIONED BY (p) AS SELECT id, id % 2 AS p FROM range(5)")
+        partitions = {"partition_by": ["p"]}
     reader.rows(f"CREATE TABLE {source} USING delta AS SELECT id FROM range(40)")
     dag_id, run_id = f"delta_durable_{mode}", "durable_run"
-    make_dag(dag_id, retries=2, target_table=target, mode=mode, sql=f"SELECT id FROM {source}",
-             table_format="delta", conf=on_spark41, durable=True)  # fmt: skip
+    sql = f"SELECT id, 1 AS p FROM {source}" if partitions else f"SELECT id FROM {source}"
+    make_dag(dag_id, retries=2, target_table=target, mode=mode, sql=sql,
+             table_format="delta", conf=on_spark41, durable=True, **partitions)  # fmt: skip
     progress = tmp_path / "progress"
     faults = {"progress_file": str(progress), "before_decision": {"sleep": 600, "only_try": 1}}
     first = Trial(DAGS_FOLDER / f"{dag_id}.py", dag_id, run_id, tmp_path / "try1.log", faults).start()
@@ -458,12 +464,16 @@ def test_a_durable_try_whose_worker_was_lost_is_published_by_the_next_without_it
     assert second.wait() == "success"
     log = (tmp_path / "try2.log").read_text(errors="replace")
     assert "adopted the staging of try 1; the query did not run" in log
-    assert reader.value(f"SELECT count(*) FROM {target}") == 40, "try 1's rows, not the grown source's"
+    assert reader.value(f"SELECT count(*) FROM {target}") == 40 + (3 if partitions else 0), "try 1's rows"
+    if partitions:
+        assert reader.value(f"SELECT count(*) FROM {target} WHERE p = 0") == 3, "an unstaged partition changed"
     txn = xcom_value(dag_id, run_id, "ctas_transaction")
     assert (txn["outcome"], txn["try_number"], txn["details"]["adopted_from_try"]) == ("published", 2, 1), txn
     operations = [h["operation"] for h in reader.history(target)]
     if mode == "replace":  # try 2's one commit of try 1's staged rows
         assert operations[0] == "CREATE OR REPLACE TABLE AS SELECT", operations
+    elif partitions:
+        assert operations[0] == "OVERWRITE PARTITIONS", operations
     else:  # try 1's staging table itself, its markers moved to try 2, renamed: one write in all
         assert operations == ["SET TBLPROPERTIES", "WRITE", "CREATE TABLE"], operations
     assert _leftovers(spark, reader, database) == [] and not kept.exists()

@@ -22,9 +22,9 @@ from airflow_provider_ctas.catalogs.session_catalog.executor import SessionCatal
 from airflow_provider_ctas.catalogs.session_catalog.table import SessionCatalogTable
 from airflow_provider_ctas.core.durable import digest_of
 from airflow_provider_ctas.core.errors import FencedError
+from airflow_provider_ctas.core.protocol import RUN_PHASES, PhaseReport, PhaseRequest
 from airflow_provider_ctas.core.transaction import TransactionKey
 from airflow_provider_ctas.spark.engine import CONNECT_MODE_VARIABLES
-from airflow_provider_ctas.spark.protocol import RUN_PHASES, PhaseReport, PhaseRequest
 from tests.support.catalog import count, database_dir, leftovers, location_uri
 from tests.support.dags import DAGS_FOLDER, make_dag, xcom_value
 from tests.support.faults import Trial, wait_for_drivers_to_exit

@@ -19,8 +19,8 @@ from airflow_provider_ctas.catalogs.session_catalog.executor import SessionCatal
 from airflow_provider_ctas.catalogs.session_catalog.table import SessionCatalogTable
 from airflow_provider_ctas.core.errors import InvalidInputError
 from airflow_provider_ctas.core.identifiers import quote, sql_string_literal
+from airflow_provider_ctas.core.protocol import RUN_PHASES, PhaseReport, PhaseRequest
 from airflow_provider_ctas.core.transaction import TransactionKey
-from airflow_provider_ctas.spark.protocol import RUN_PHASES, PhaseReport, PhaseRequest
 from tests.support.catalog import fresh, properties
 from tests.support.phases import QuietReporter
 

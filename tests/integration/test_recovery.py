@@ -16,11 +16,11 @@ import pytest
 
 from airflow_provider_ctas.catalogs import create_two_phase_table
 from airflow_provider_ctas.core import markers
+from airflow_provider_ctas.core.protocol import RUN_PHASES, PhaseRequest
 from airflow_provider_ctas.core.transaction import TransactionKey
 from airflow_provider_ctas.runners.coordinator import CommitCoordinator
 from airflow_provider_ctas.runners.spark_connect import SparkConnectRunner
 from airflow_provider_ctas.runners.spark_submit import SparkSubmitRunner
-from airflow_provider_ctas.spark.protocol import RUN_PHASES, PhaseRequest
 from tests.support.catalog import (
     count,
     database_dir,

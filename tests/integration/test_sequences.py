@@ -23,7 +23,7 @@ from airflow_provider_ctas.catalogs.gc_ledger import GcParams
 from airflow_provider_ctas.catalogs.session_catalog.gc import SessionCatalogGc
 from airflow_provider_ctas.core import markers
 from airflow_provider_ctas.core.errors import CtasError
-from airflow_provider_ctas.spark.protocol import PhaseReport
+from airflow_provider_ctas.core.protocol import PhaseReport
 from tests.support.catalog import count, database_dir, fresh, live_locations, reserved_tables, table_exists
 from tests.support.faults import REPO
 from tests.support.phases import QuietReporter, executor_for, run_all

@@ -249,6 +249,40 @@ def test_a_durable_try_whose_task_died_in_cluster_mode_is_published_by_the_next_
     assert leftovers(spark, database) == []
 
 
+def test_a_durable_cluster_mode_driver_whose_task_died_mid_write_finishes_it_for_the_next_try(
+    stack, spark, database, yarn, on_yarn, tmp_path
+):
+    """durable=True: the task process is SIGKILLed while its driver writes in a YARN container. The
+    driver needs nothing of the worker to finish: it completes the write, keeps it and ends without
+    publishing. Try 2 starts at once, finds try 1's application still running through the
+    ResourceManager, waits for it to end, then takes the staging over and publishes it without
+    running the query."""
+    dag_id, target = "yarn_durable_mid_write", f"{database}.yarn_durable_mid_write"
+    slow = "SELECT id, reflect('java.lang.Thread', 'sleep', CAST(100 AS BIGINT)) AS pause FROM range(0, 300, 1, 2)"
+    make_dag(dag_id, target_table=target, conn_id="spark_yarn", conf=on_yarn, sql=slow, durable=True, retries=1)
+    progress = tmp_path / "progress"
+    faults = {"progress_file": str(progress), "after_begin": {"sleep": 0}}
+    first = Trial(DAGS_FOLDER / f"{dag_id}.py", dag_id, "yarn_run", tmp_path / "try1.log", faults).start()
+    wait_for_line(progress, "after_begin try=1", timeout=300)
+    app1 = _application(yarn, f"spark_catalog.{target}", 1)["id"]
+    time.sleep(3)  # the write is running
+    os.kill(first.pid, signal.SIGKILL)
+    assert yarn.app(app1)["state"] not in ENDED, "the write ended before the task was killed: nothing to finish"
+
+    second = Trial(DAGS_FOLDER / f"{dag_id}.py", dag_id, "yarn_run", tmp_path / "try2.log").start()
+    assert second.wait() == "success", (tmp_path / "try2.log").read_text(errors="replace")[-3000:]
+    log = (tmp_path / "try2.log").read_text(errors="replace")
+    assert f"try 1's driver (YARN application {app1}" in log and "waiting for it to end" in log, log[-3000:]
+    ended, app2 = yarn.app(app1), _application(yarn, f"spark_catalog.{target}", 2)
+    assert int(ended["finishedTime"]) <= int(app2["startedTime"]), "try 2's driver began beside try 1's"
+    assert ended["finalStatus"] != "SUCCEEDED", "try 1's driver published, or claimed to"
+    txn = xcom_value(dag_id, "yarn_run", "ctas_transaction")
+    assert txn["details"]["adopted_from_try"] == 1, txn["details"]
+    assert any("the query did not run" in p["note"] for p in txn["details"]["phases"]), txn["details"]["phases"]
+    assert count(spark, target) == 300, "what try 1's driver finished writing after its task died"
+    assert leftovers(spark, database) == []
+
+
 def test_a_superseded_cluster_mode_try_cannot_publish_once_a_newer_try_began(
     stack, spark, database, yarn, on_yarn, tmp_path
 ):
@@ -374,8 +408,9 @@ def test_iceberg_and_delta_tables_publish_the_same_way_in_cluster_mode(
     table_format, stack, metastore, database, yarn, on_yarn, monkeypatch, tmp_path
 ):
     """A table of each format from a driver in a YARN container (Spark 4.1's, the format's jars
-    shipped by YARN): a staged create's rename, then a same-shape replace (Iceberg: a branch swap;
-    Delta: one Delta commit), each decided by the task over the channel."""
+    shipped by YARN): a staged create's rename, then a same-shape replace and an
+    ``overwrite_partitions`` (Iceberg: a branch swap; Delta: one Delta commit), each decided by the
+    task over the channel."""
     reader: TableReader
     if table_format == "iceberg":
         catalog_conf, reader = iceberg_conf(metastore), IcebergReader(metastore, tmp_path / "reader.log")
@@ -391,13 +426,20 @@ def test_iceberg_and_delta_tables_publish_the_same_way_in_cluster_mode(
     release = SparkInstall.of_venv(venv)
     conf = {**on_yarn, **task_conf_on_spark41(monkeypatch, catalog_conf),
             **yarn.spark_conf(str(venv / "bin" / "python"), release.jars_dir)}  # fmt: skip
+    steps = [  # mode, query, rows then, mechanism: partition k=1 of 120 rows (40) is replaced by 50 rows
+        ("create", "SELECT id, id % 3 AS k FROM range(300)", 300, mechanisms[0]),
+        ("replace", "SELECT id, id % 3 AS k FROM range(120)", 120, mechanisms[1]),
+        ("overwrite_partitions", "SELECT id, 1 AS k FROM range(1000, 1050)", 130, mechanisms[1]),
+    ]
     try:
-        for mode, rows, mechanism in [("create", 300, mechanisms[0]), ("replace", 120, mechanisms[1])]:
+        for mode, sql, rows, mechanism in steps:
             txn = _publish(yarn, f"yarn_{table_format}_{mode}", app_target, mechanism, conf=conf,
-                           table_format=table_format, target_table=target, mode=mode,
-                           sql=f"SELECT id, id % 3 AS k FROM range({rows})")  # fmt: skip
+                           table_format=table_format, target_table=target, mode=mode, sql=sql,
+                           partition_by=["k"])  # fmt: skip
             assert txn["details"]["spark_application"]["version"] == SPARK_FOR_FORMATS
             assert reader.value(f"SELECT count(*) FROM {target}") == rows
             assert left() == []
+        assert reader.value(f"SELECT count(*) FROM {target} WHERE k = 1 AND id >= 1000") == 50
+        assert reader.value(f"SELECT count(*) FROM {target} WHERE k <> 1") == 80, "an unstaged partition changed"
     finally:
         reader.close()

@@ -10,9 +10,9 @@ from typing import TYPE_CHECKING, Any
 from airflow_provider_ctas.catalogs import create_two_phase_table
 from airflow_provider_ctas.catalogs.session_catalog.executor import SessionCatalogExecutor
 from airflow_provider_ctas.catalogs.session_catalog.table import SessionCatalogTable
+from airflow_provider_ctas.core.protocol import RUN_PHASES, PhaseReport, PhaseRequest
 from airflow_provider_ctas.core.transaction import TransactionKey
 from airflow_provider_ctas.spark.engine import CONNECT_MODE_VARIABLES
-from airflow_provider_ctas.spark.protocol import RUN_PHASES, PhaseReport, PhaseRequest
 
 if TYPE_CHECKING:
     from pyspark.sql import SparkSession

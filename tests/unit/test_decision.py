@@ -91,9 +91,9 @@ class Driver:
     the way the coordinator's settings say: the driver connects (client mode) or listens and the task
     connects to the port it announced (cluster deploy mode)."""
 
-    def __init__(self, settings, txn=TXN, try_number=TRY):
+    def __init__(self, settings, txn=TXN, try_number=TRY, durable=False):
         self.lost_reasons: list[str] = []
-        self.link = CoordinatorLink(settings, txn, try_number, self.lost_reasons.append)
+        self.link = CoordinatorLink(settings, txn, try_number, self.lost_reasons.append, durable=durable)
 
     def attach(self, coordinator: CommitCoordinator) -> None:
         if not self.link.listens:
@@ -161,6 +161,27 @@ def test_a_task_that_goes_away_is_noticed_without_waiting_for_the_decision(liste
         time.sleep(0.05)
     assert driver.lost_reasons and "gone" in driver.lost_reasons[0]
     with pytest.raises(CoordinatorLostError, match="gone"):
+        driver.link.await_commit()
+
+
+@pytest.mark.parametrize("aborted", [False, True])
+def test_a_durable_driver_writes_on_for_the_next_try_only_in_cluster_mode_and_never_publishes(listens, aborted):
+    """durable=True: a lost task leaves a listening (cluster-mode) driver writing on for the next try;
+    a connecting (client-mode) driver, on the lost worker, stops; a task that said abort stops both.
+    Either way the driver never gets a commit."""
+    coordinator = CommitCoordinator(TXN, TRY, LOG, driver_listens=listens).__enter__()
+    driver = Driver(coordinator.settings(), durable=True)
+    driver.attach(coordinator)
+    if aborted:
+        coordinator.refuse("on_kill")
+    time.sleep(0.2)
+    coordinator.__exit__(None, None, None)
+    deadline = time.monotonic() + 5
+    while not driver.lost_reasons and time.monotonic() < deadline:
+        time.sleep(0.05)
+    assert driver.lost_reasons
+    assert driver.link.writing_on is (listens and not aborted)
+    with pytest.raises(CoordinatorLostError):
         driver.link.await_commit()
 
 

@@ -14,10 +14,10 @@ from airflow_provider_ctas.catalogs.metastore import ownership
 from airflow_provider_ctas.core import markers
 from airflow_provider_ctas.core.durable import Candidate, PreparedRecord, adoptable, digest_of, mismatch
 from airflow_provider_ctas.core.errors import CorruptStateError, InvalidInputError
+from airflow_provider_ctas.core.protocol import ABORT_PHASES, RUN_PHASES, PhaseRequest, PhaseResult
 from airflow_provider_ctas.driver.phases import _kept_for_next_try
 from airflow_provider_ctas.operators import AtomicCtasOperator
 from airflow_provider_ctas.operators.arguments import durable_flag
-from airflow_provider_ctas.spark.protocol import ABORT_PHASES, RUN_PHASES, PhaseRequest, PhaseResult
 
 pytestmark = pytest.mark.unit
 

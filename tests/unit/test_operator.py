@@ -420,8 +420,8 @@ def test_a_superseded_try_writes_neither_xcom_nor_state_nor_a_link(refuse):
 
 
 def test_the_history_says_when_the_write_finished_not_when_the_task_heard():
+    from airflow_provider_ctas.core.protocol import PhaseResult, Reached
     from airflow_provider_ctas.operators.state import apply_result
-    from airflow_provider_ctas.spark.protocol import PhaseResult, Reached
 
     op, table = make(), _try(1)
     result = PhaseResult(ok=True, reached=Reached.COMMITTED, details={"prepared_at": "2024-01-01T00:00:05+00:00"})

@@ -17,10 +17,7 @@ from pyspark.sql.types import (
 
 from airflow_provider_ctas.catalogs.query import as_subquery, clean_sql
 from airflow_provider_ctas.core.errors import CorruptStateError, InvalidInputError
-from airflow_provider_ctas.spark.catalog_entry import parse_describe
-from airflow_provider_ctas.spark.ddl import columns_ddl
-from airflow_provider_ctas.spark.errors import first_line
-from airflow_provider_ctas.spark.protocol import (
+from airflow_provider_ctas.core.protocol import (
     ABORT_PHASES,
     RUN_PHASES,
     PhaseReport,
@@ -29,6 +26,9 @@ from airflow_provider_ctas.spark.protocol import (
     Reached,
     error_info,
 )
+from airflow_provider_ctas.spark.catalog_entry import parse_describe
+from airflow_provider_ctas.spark.ddl import columns_ddl
+from airflow_provider_ctas.spark.errors import first_line
 from ctas_devstack.metastore import free_port
 
 

@@ -9,9 +9,9 @@ from airflow_provider_ctas.catalogs.iceberg.group_table import IcebergGroup, req
 from airflow_provider_ctas.catalogs.iceberg.table import IcebergTable
 from airflow_provider_ctas.core.errors import CorruptStateError, InvalidInputError
 from airflow_provider_ctas.core.modes import Mode
+from airflow_provider_ctas.core.protocol import GROUP_COMMIT_PHASES, PhaseRequest, run_phases_for
 from airflow_provider_ctas.core.transaction import TransactionKey
 from airflow_provider_ctas.operators.arguments import group_member
-from airflow_provider_ctas.spark.protocol import GROUP_COMMIT_PHASES, PhaseRequest, run_phases_for
 
 pytestmark = pytest.mark.unit
 

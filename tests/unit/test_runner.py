@@ -19,11 +19,11 @@ from airflow_provider_ctas.core.errors import (
     DecisionPathError,
     InvalidInputError,
 )
+from airflow_provider_ctas.core.protocol import GC_PHASES, RUN_PHASES, PhaseRequest, PhaseResult, Reached
 from airflow_provider_ctas.core.transaction import TransactionKey
 from airflow_provider_ctas.runners import spark_submit
 from airflow_provider_ctas.runners.coordinator import CommitCoordinator
 from airflow_provider_ctas.spark.coordinator_link import CoordinatorLink
-from airflow_provider_ctas.spark.protocol import GC_PHASES, RUN_PHASES, PhaseRequest, PhaseResult, Reached
 
 
 class RecordingHook:

@@ -19,9 +19,9 @@ from airflow_provider_ctas.catalogs.existing_target import nothing_to_do
 from airflow_provider_ctas.catalogs.metastore.catalog import TableInfo
 from airflow_provider_ctas.core.errors import DatabaseNotFoundError, InvalidInputError, UnsupportedTargetError
 from airflow_provider_ctas.core.modes import Mode
+from airflow_provider_ctas.core.protocol import PhaseReport, Reached
 from airflow_provider_ctas.core.transaction import Outcome
 from airflow_provider_ctas.spark.comments import read_comments
-from airflow_provider_ctas.spark.protocol import PhaseReport, Reached
 
 
 def begin(run: DeltaRun, report: PhaseReport, *, checks: bool) -> DeltaPlan | None:

@@ -13,9 +13,9 @@ if TYPE_CHECKING:
     from pyspark.sql import SparkSession
 
     from airflow_provider_ctas.catalogs.strategy import StagingReader
+    from airflow_provider_ctas.core.protocol import PhaseRequest
     from airflow_provider_ctas.core.transaction import TwoPhaseTable
     from airflow_provider_ctas.spark.engine import Reporter
-    from airflow_provider_ctas.spark.protocol import PhaseRequest
 
 
 class DeltaDriver:

@@ -27,8 +27,8 @@ from airflow_provider_ctas.catalogs.metastore.catalog import CatalogClient
 from airflow_provider_ctas.catalogs.phase_executor import PhaseExecutor
 from airflow_provider_ctas.core.errors import InvalidInputError
 from airflow_provider_ctas.core.modes import Mode
+from airflow_provider_ctas.core.protocol import PhaseReport, PhaseRequest, Reached
 from airflow_provider_ctas.core.transaction import Outcome
-from airflow_provider_ctas.spark.protocol import PhaseReport, PhaseRequest, Reached
 
 if TYPE_CHECKING:
     from pyspark.sql import SparkSession

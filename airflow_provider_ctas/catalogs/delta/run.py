@@ -20,8 +20,8 @@ from airflow_provider_ctas.core import faults, markers
 from airflow_provider_ctas.core.details import Details
 from airflow_provider_ctas.core.errors import FencedError, PublishError
 from airflow_provider_ctas.core.identifiers import TableRef
+from airflow_provider_ctas.core.protocol import PhaseRequest
 from airflow_provider_ctas.spark.errors import error_condition, first_line
-from airflow_provider_ctas.spark.protocol import PhaseRequest
 
 if TYPE_CHECKING:
     from pyspark.sql import DataFrame, SparkSession

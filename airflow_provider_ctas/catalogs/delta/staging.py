@@ -10,9 +10,9 @@ from airflow_provider_ctas.catalogs.delta.run import DeltaRun
 from airflow_provider_ctas.catalogs.delta.table import FORMAT
 from airflow_provider_ctas.catalogs.metastore import ownership
 from airflow_provider_ctas.catalogs.provenance import new_table_properties
-from airflow_provider_ctas.core import markers
-from airflow_provider_ctas.core.errors import FencedError, PublishError
+from airflow_provider_ctas.core.errors import PublishError
 from airflow_provider_ctas.core.identifiers import TableRef
+from airflow_provider_ctas.core.requirements import AssertOwnStaging, Observed
 from airflow_provider_ctas.spark.ddl import create_table_sql
 
 
@@ -49,12 +49,8 @@ def write_staging(run: DeltaRun) -> tuple[str, int]:
 
 def require_own_staging(run: DeltaRun, plan: DeltaPlan) -> None:
     staging, table = staging_of(run, plan), run.table
-    props = run.catalog.properties(staging)
-    if props is None or not markers.owned_by(props, table.txn_id) or markers.marker_try(props) != table.try_number:
-        raise FencedError(
-            f"staging table {staging} of try {table.try_number} is gone: a newer try of this task "
-            "instance has taken over, so this try must not publish"
-        )
+    observed = Observed(properties=run.catalog.properties(staging))
+    AssertOwnStaging(table.txn_id, table.try_number, str(staging)).validate(observed)
 
 
 def drop_staging(run: DeltaRun, up_to: int, first: int = 1) -> list[str]:

@@ -22,8 +22,8 @@ from airflow_provider_ctas.core import markers
 from airflow_provider_ctas.core.errors import DatabaseNotFoundError, InvalidInputError, UnsupportedTargetError
 from airflow_provider_ctas.core.modes import Mode
 from airflow_provider_ctas.core.partitioning import source_columns
+from airflow_provider_ctas.core.protocol import PhaseReport, Reached
 from airflow_provider_ctas.spark.ddl import create_table_sql
-from airflow_provider_ctas.spark.protocol import PhaseReport, Reached
 
 if TYPE_CHECKING:
     from pyspark.sql.types import StructType

@@ -27,8 +27,8 @@ from airflow_provider_ctas.catalogs.iceberg.staged import audit_target, write
 from airflow_provider_ctas.catalogs.iceberg.table import IcebergTable
 from airflow_provider_ctas.catalogs.phase_executor import PhaseExecutor
 from airflow_provider_ctas.core.errors import InvalidInputError
+from airflow_provider_ctas.core.protocol import PhaseReport, PhaseRequest, Reached
 from airflow_provider_ctas.core.transaction import Outcome
-from airflow_provider_ctas.spark.protocol import PhaseReport, PhaseRequest, Reached
 
 if TYPE_CHECKING:
     from pyspark.sql import SparkSession

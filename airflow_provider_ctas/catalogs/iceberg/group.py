@@ -24,42 +24,40 @@ from airflow_provider_ctas.catalogs.iceberg.group_table import GROUP, GROUP_SNAP
 from airflow_provider_ctas.catalogs.iceberg.metadata import IcebergCatalog
 from airflow_provider_ctas.catalogs.iceberg.table import IcebergTable, branch_try
 from airflow_provider_ctas.catalogs.metastore.catalog import now_iso
-from airflow_provider_ctas.catalogs.progress import Progress, ReportsProgress
+from airflow_provider_ctas.catalogs.phase_executor import PhaseExecutor
 from airflow_provider_ctas.catalogs.provenance import try_markers
 from airflow_provider_ctas.core import faults, markers
-from airflow_provider_ctas.core.details import Details
 from airflow_provider_ctas.core.errors import CorruptStateError, FencedError, PublishError, UnsupportedTargetError
+from airflow_provider_ctas.core.protocol import Reached
 from airflow_provider_ctas.core.transaction import (
     Outcome,
 )
-from airflow_provider_ctas.spark.engine import engine_for
 from airflow_provider_ctas.spark.errors import first_line
-from airflow_provider_ctas.spark.protocol import Reached
 
 if TYPE_CHECKING:
     from pyspark.sql import SparkSession
 
+    from airflow_provider_ctas.core.protocol import PhaseReport, PhaseRequest
     from airflow_provider_ctas.spark.engine import Reporter
-    from airflow_provider_ctas.spark.protocol import PhaseReport, PhaseRequest
 
 
-class IcebergGroupExecutor(ReportsProgress):
+class IcebergGroupExecutor(PhaseExecutor[IcebergGroup]):
     """The publisher's driver side: ``commit`` publishes every member in one catalog commit,
-    ``abort`` removes every member's staging (their markers checked)."""
+    ``abort`` removes every member's staging (their markers checked). It stages nothing itself."""
 
     def __init__(self, spark: SparkSession, group: IcebergGroup, request: PhaseRequest, log: Reporter) -> None:
-        self.spark, self.group, self.request, self.log = spark, group, request, log
-        self.engine = engine_for(spark)
-        self.progress = Progress()
-        self.details: Details = {}
+        super().__init__(spark, group, request, log)
+        self.group = group
         self._catalog: IcebergCatalog | None = None
-
-    @property
-    def nothing_to_do(self) -> bool:
-        return False
 
     def spark_jobs(self) -> int | None:
         return None
+
+    def begin(self, report: PhaseReport) -> None:
+        raise CorruptStateError("a publish group runs commit or abort, not begin")
+
+    def prepare(self, report: PhaseReport) -> None:
+        raise CorruptStateError("a publish group runs commit or abort, not prepare")
 
     def keep_for_next_try(self, digest: str) -> str:
         raise UnsupportedTargetError("a publish group's publisher has no staging of its own")
@@ -76,12 +74,9 @@ class IcebergGroupExecutor(ReportsProgress):
         return self._catalog
 
     def run(self, phase: str, report: PhaseReport) -> None:
-        if phase == "commit":
-            self.commit(report)
-        elif phase == "abort":
-            self.abort(report)
-        else:
+        if phase not in ("commit", "abort"):
             raise CorruptStateError(f"a publish group runs commit or abort, not {phase!r}")
+        super().run(phase, report)
 
     # -- commit --------------------------------------------------------------------------------
 

@@ -11,8 +11,8 @@ from typing import Any
 from airflow_provider_ctas.catalogs.iceberg.table import IcebergTable
 from airflow_provider_ctas.core.errors import CorruptStateError
 from airflow_provider_ctas.core.identifiers import PROVIDER_PROPERTY_PREFIX, TableRef, validate_target
+from airflow_provider_ctas.core.protocol import GROUP_KIND
 from airflow_provider_ctas.core.transaction import TwoPhaseTable, TxnState, _exact_fields, load_table, register_kind
-from airflow_provider_ctas.spark.protocol import GROUP_KIND
 
 GROUP = PROVIDER_PROPERTY_PREFIX + "group"
 """On each member's published version: the publisher's transaction (the group's run)."""

@@ -14,8 +14,8 @@ from airflow_provider_ctas.catalogs.iceberg.table import IcebergTable
 from airflow_provider_ctas.catalogs.progress import Progress
 from airflow_provider_ctas.core import faults
 from airflow_provider_ctas.core.details import Details
-from airflow_provider_ctas.core.errors import FencedError
-from airflow_provider_ctas.spark.protocol import PhaseRequest
+from airflow_provider_ctas.core.protocol import PhaseRequest
+from airflow_provider_ctas.core.requirements import AssertNewestFence, AssertNotSuperseded, Observed
 
 if TYPE_CHECKING:
     from pyspark.sql import SparkSession
@@ -54,17 +54,13 @@ class IcebergRun:
 
     def not_superseded(self, props: Mapping[str, str]) -> None:
         """Raises when a newer try of this task instance has raised its fence on the target."""
-        fenced_at = fence.newest(props, self.table.txn_id) or 0
-        if fenced_at > self.table.try_number:
-            raise FencedError(f"try {fenced_at} of this task instance has begun; try {self.table.try_number} must not")
+        observed = Observed(properties=props, fences=frozenset(fence.tries(props, self.table.txn_id)))
+        AssertNotSuperseded(self.table.try_number).validate(observed)
 
     def still_ours(self, base: Any) -> None:
         """Raises unless this try's fence is the newest on ``base`` and its branch is there."""
-        try_number = self.table.try_number
-        raised = fence.tries(md.properties(base), self.table.txn_id)
-        if try_number not in raised or max(raised) != try_number or self.table.branch not in md.refs(base):
-            newer = max(raised) if raised else None
-            raise FencedError(
-                f"try {newer if newer and newer != try_number else 'of another run'} of this task instance "
-                f"took over {self.table.target}; try {try_number} must not publish"
-            )
+        props = md.properties(base)
+        observed = Observed(
+            props, fences=frozenset(fence.tries(props, self.table.txn_id)), refs=frozenset(md.refs(base))
+        )
+        AssertNewestFence(self.table.try_number, str(self.table.target), self.table.branch).validate(observed)

@@ -31,10 +31,10 @@ from airflow_provider_ctas.core.errors import (
     UnsupportedTargetError,
 )
 from airflow_provider_ctas.core.modes import Mode
+from airflow_provider_ctas.core.protocol import PhaseReport, Reached
 from airflow_provider_ctas.core.transaction import Outcome
 from airflow_provider_ctas.spark.comments import read_comments
 from airflow_provider_ctas.spark.ddl import create_table_sql
-from airflow_provider_ctas.spark.protocol import PhaseReport, Reached
 
 if TYPE_CHECKING:
     from pyspark.sql.types import StructType

@@ -14,8 +14,8 @@ from airflow_provider_ctas.core import faults, markers
 from airflow_provider_ctas.core.details import Details
 from airflow_provider_ctas.core.durable import Candidate
 from airflow_provider_ctas.core.identifiers import TableRef
+from airflow_provider_ctas.core.protocol import PhaseRequest
 from airflow_provider_ctas.spark.errors import first_line
-from airflow_provider_ctas.spark.protocol import PhaseRequest
 
 if TYPE_CHECKING:
     from pyspark.sql import SparkSession

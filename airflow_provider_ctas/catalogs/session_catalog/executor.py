@@ -19,8 +19,9 @@ from __future__ import annotations
 from dataclasses import replace
 from typing import TYPE_CHECKING
 
-from airflow_provider_ctas.catalogs.audit import Auditor, AuditTarget, raise_if_failed, results_to_details, run_audit
+from airflow_provider_ctas.catalogs.audit import AuditTarget
 from airflow_provider_ctas.catalogs.metastore.catalog import CatalogClient, now_iso
+from airflow_provider_ctas.catalogs.phase_executor import PhaseExecutor
 from airflow_provider_ctas.catalogs.query import as_subquery
 from airflow_provider_ctas.catalogs.session_catalog import adoption, recovery
 from airflow_provider_ctas.catalogs.session_catalog.begin import begin
@@ -33,98 +34,59 @@ from airflow_provider_ctas.catalogs.session_catalog.publish.rename import Target
 from airflow_provider_ctas.catalogs.session_catalog.publish.request import Publication
 from airflow_provider_ctas.catalogs.session_catalog.table import SessionCatalogTable
 from airflow_provider_ctas.core import markers
-from airflow_provider_ctas.core.checks import CheckResult, checks_from_wire, summary
 from airflow_provider_ctas.core.details import Details
 from airflow_provider_ctas.core.errors import InvalidInputError
 from airflow_provider_ctas.core.identifiers import quote
 from airflow_provider_ctas.core.modes import Mode
+from airflow_provider_ctas.core.protocol import PhaseReport, PhaseRequest, Reached
 from airflow_provider_ctas.core.transaction import Outcome
 from airflow_provider_ctas.spark.comments import read_comments, set_comments
 from airflow_provider_ctas.spark.errors import first_line
-from airflow_provider_ctas.spark.protocol import PhaseReport, PhaseRequest, Reached
 
 if TYPE_CHECKING:
     from pyspark.sql import DataFrame, SparkSession
 
+    from airflow_provider_ctas.core.durable import PreparedRecord
     from airflow_provider_ctas.spark.engine import Reporter
 
 
-class SessionCatalogExecutor:
-    """Runs the phases of one try; ``progress`` says how far it got, ``details`` what it saw."""
+class SessionCatalogExecutor(PhaseExecutor[SessionCatalogTable]):
+    """Runs the phases of one try; begin's plan is kept for the phases that follow it."""
+
+    audits = True
 
     def __init__(self, spark: SparkSession, table: SessionCatalogTable, request: PhaseRequest, log: Reporter) -> None:
+        super().__init__(spark, table, request, log)
         catalog = CatalogClient(spark, scratch_database=table.target.database)
-        self.ctx = RunContext(spark, table, request, log, catalog)
+        self.ctx = RunContext(spark, table, request, log, catalog, progress=self.progress, details=self.details)
         self.plan: Plan | None = None
-        self.checks = checks_from_wire(request.checks)
-        self.audit_results: list[CheckResult] = []
-
-    @property
-    def published(self) -> bool:
-        return self.ctx.progress.published
-
-    @property
-    def reached(self) -> Reached:
-        return self.ctx.progress.reached
-
-    @property
-    def outcome(self) -> str | None:
-        outcome = self.ctx.progress.outcome
-        return outcome.value if outcome else None
-
-    @property
-    def details(self) -> Details:
-        return self.ctx.details
-
-    def spark_jobs(self) -> int | None:
-        return self.ctx.catalog.engine.job_count()
-
-    def run(self, phase: str, report: PhaseReport) -> None:
-        """Run one phase by name; begin's plan is kept for the phases that follow it."""
-        if phase == "begin":
-            self.plan = self.begin(report)
-        elif phase == "prepare":
-            self.prepare(self._planned(), report)
-        elif phase == "audit":
-            self.audit(self._planned(), report)
-        elif phase == "commit":
-            self.commit(self._planned(), report)
-        elif phase == "abort":
-            self.abort(report)
-        else:
-            raise InvalidInputError(f"unknown phase {phase!r}")
 
     def _planned(self) -> Plan:
         if self.plan is None:
             raise InvalidInputError("prepare and commit run after begin, in the same run")
         return self.plan
 
-    @property
-    def nothing_to_do(self) -> bool:
-        return self.plan is not None and self.plan.skip is not None
+    def begin(self, report: PhaseReport) -> None:
+        self.plan = begin(self.ctx, report)
+        self.began = True
 
-    def begin(self, report: PhaseReport) -> Plan:
-        plan = begin(self.ctx, report)
-        if self.checks and plan.skip is None:
-            # Checks that cannot run fail here, before any data is written.
-            auditor = self._auditor(plan)
-            auditor.define_views()
-            auditor.analyse()
-        return plan
-
-    def _auditor(self, plan: Plan) -> Auditor:
-        table = self.ctx.table
-        published = self.ctx.catalog.table_info(table.target) is not None
-        target = AuditTarget(
+    def audit_target(self) -> AuditTarget:
+        ctx, plan = self.ctx, self._planned()
+        table = ctx.table
+        published = ctx.catalog.table_info(table.target) is not None
+        return AuditTarget(
             staged=self._staged(),
             published=table.target.quoted if published else None,
             columns=[name for name, _ in plan.columns],
             replaced_partitions_of=table.partition_by if table.mode is Mode.OVERWRITE_PARTITIONS else (),
+            label=str(ctx.staging_directory or ctx.staging_table),
         )
-        return Auditor(self.ctx.spark, self.checks, target)
 
-    def prepare(self, plan: Plan, report: PhaseReport) -> None:
-        ctx = self.ctx
+    def adopted_record(self) -> PreparedRecord | None:
+        return self.ctx.adopted.record if self.ctx.adopted is not None else None
+
+    def prepare(self, report: PhaseReport) -> None:
+        ctx, plan = self.ctx, self._planned()
         if ctx.request.sql is None:
             raise InvalidInputError("no SQL was sent for this transaction")
         if ctx.adopted is not None:
@@ -195,32 +157,14 @@ class SessionCatalogExecutor:
             self.ctx.log.warning(f"could not read write metrics ({first_line(exc)}); counting rows instead")
             return {}
 
-    def audit(self, plan: Plan, report: PhaseReport) -> None:
-        ctx = self.ctx
-        if ctx.adopted is not None:  # the same checks (the digest says so) passed on this very staging
-            record = ctx.adopted.record
-            ctx.details["checks"] = list(record.checks)
-            report.note = f"checks passed in try {record.prepared_by_try}: {record.checks_summary}"
-            return
-        results = run_audit(self._auditor(plan), ctx.catalog.engine, ctx.log, str(ctx.table.target))
-        self.audit_results = results
-        ctx.details["checks"] = results_to_details(results)
-        report.touched.append(
-            f"{ctx.staging_directory or ctx.staging_table} "
-            f"({sum(r.passed for r in results)}/{len(results)} checks passed)"
-        )
-        ctx.fault("after_audit")
-        raise_if_failed(results)
-
-    def commit(self, plan: Plan, report: PhaseReport) -> None:
-        ctx = self.ctx
+    def commit(self, report: PhaseReport) -> None:
+        ctx, plan = self.ctx, self._planned()
         staging = require_own_staging(ctx)
         ctx.fault("before_publish")
         provenance = {markers.PUBLISHED_AT: now_iso()}
         if "row_count" in ctx.details:
             provenance[markers.ROW_COUNT] = str(ctx.details["row_count"])
-        if checks_summary := self._checks_summary():
-            provenance[markers.CHECKS] = checks_summary
+        provenance.update(self.audit_provenance())
         # A rename needs nothing of the target: it fails if the target appeared since begin.
         target_info = None if plan.mechanism is Publish.RENAME else ctx.catalog.table_info(ctx.table.target)
         publication = Publication(plan, target_info, staging, provenance, report, ctx.staged_partitions)
@@ -249,14 +193,11 @@ class SessionCatalogExecutor:
                 ctx.after_publish("remove the prepared record", lambda: ctx.catalog.fs.delete(record))
             report.touched += recovery.finish_cleanup(ctx)
 
-    def _checks_summary(self) -> str:
-        if self.ctx.adopted is not None:
-            return self.ctx.adopted.record.checks_summary
-        return summary(self.audit_results) if self.audit_results else ""
-
     def keep_for_next_try(self, digest: str) -> str:
         """Durable tries: the record that lets the next try adopt this staging if this task is lost."""
-        return adoption.keep_for_next_try(self.ctx, self._planned(), digest, self._checks_summary())
+        return adoption.keep_for_next_try(
+            self.ctx, self._planned(), digest, self.audit_provenance().get(markers.CHECKS, "")
+        )
 
     def _into_created_target(self, plan: Plan, provenance: dict[str, str], report: PhaseReport) -> Plan:
         """Another task instance created the target while this try staged its partitions (a
@@ -268,8 +209,9 @@ class SessionCatalogExecutor:
         plan = replace(plan, mechanism=Publish.PARTITIONS)
         ctx.details["publish_mechanism"] = Publish.PARTITIONS.value
         if self.checks:  # the result now includes the rows the other run published
-            self.audit(plan, report)
-            provenance[markers.CHECKS] = summary(self.audit_results)
+            self.plan = plan
+            self.audit(report)
+            provenance.update(self.audit_provenance())
         if not external:
             report.touched.append(release_managed_staging(ctx, staging, staged))
         target_info = ctx.catalog.table_info(ctx.table.target)

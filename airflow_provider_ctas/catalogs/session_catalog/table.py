@@ -56,6 +56,7 @@ def validate_format(table_format: object) -> str:
 @dataclass(kw_only=True)
 class SessionCatalogTable(TwoPhaseTable):
     kind = "spark_session_catalog"
+    format_name = "session-catalog"
 
     mode: Mode
     table_format: str

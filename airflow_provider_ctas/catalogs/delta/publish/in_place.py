@@ -15,9 +15,9 @@ from airflow_provider_ctas.catalogs.metastore.catalog import now_iso
 from airflow_provider_ctas.catalogs.provenance import new_table_properties
 from airflow_provider_ctas.core.errors import FencedError
 from airflow_provider_ctas.core.modes import Mode
+from airflow_provider_ctas.core.protocol import PhaseReport
 from airflow_provider_ctas.spark.comments import read_comments, set_comments, with_column_comments
 from airflow_provider_ctas.spark.errors import first_line
-from airflow_provider_ctas.spark.protocol import PhaseReport
 
 if TYPE_CHECKING:
     from pyspark.sql import DataFrame

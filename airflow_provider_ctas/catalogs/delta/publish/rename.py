@@ -15,8 +15,8 @@ from airflow_provider_ctas.core import markers
 from airflow_provider_ctas.core.errors import FencedError, PublishError
 from airflow_provider_ctas.core.identifiers import sql_string_literal
 from airflow_provider_ctas.core.modes import Mode
+from airflow_provider_ctas.core.protocol import PhaseReport
 from airflow_provider_ctas.spark.errors import first_line
-from airflow_provider_ctas.spark.protocol import PhaseReport
 
 
 def publish_by_rename(run: DeltaRun, plan: DeltaPlan, checks: dict[str, str], report: PhaseReport) -> None:

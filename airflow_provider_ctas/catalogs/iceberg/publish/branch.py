@@ -21,8 +21,8 @@ from airflow_provider_ctas.catalogs.provenance import try_markers
 from airflow_provider_ctas.core import markers
 from airflow_provider_ctas.core.errors import FencedError, PublishError
 from airflow_provider_ctas.core.modes import Mode
+from airflow_provider_ctas.core.protocol import PhaseReport
 from airflow_provider_ctas.spark.errors import first_line
-from airflow_provider_ctas.spark.protocol import PhaseReport
 
 REBASES = 5
 """How often an ``overwrite_partitions`` publish re-applies its partitions on a ``main`` that keeps moving."""

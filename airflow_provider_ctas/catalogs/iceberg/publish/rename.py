@@ -13,8 +13,8 @@ from airflow_provider_ctas.catalogs.metastore.catalog import now_iso
 from airflow_provider_ctas.core import markers
 from airflow_provider_ctas.core.errors import FencedError, PublishError, TargetExistsError
 from airflow_provider_ctas.core.modes import Mode
+from airflow_provider_ctas.core.protocol import PhaseReport
 from airflow_provider_ctas.spark.errors import first_line
-from airflow_provider_ctas.spark.protocol import PhaseReport
 
 
 def publish_by_rename(run: IcebergRun, staged: Staged, checks: dict[str, str], report: PhaseReport) -> Any | None:

@@ -1,4 +1,4 @@
-"""The fence: only the try whose markers its staging carries may publish.
+"""The fence (``core.requirements.AssertOwnStaging``): only the try whose markers its staging carries may publish.
 
 Checked before a publish (the staging is this try's) and re-checked right after it (a newer try can
 revoke this one in between; the publish is then undone). A newer try revokes a staging table by
@@ -7,36 +7,33 @@ dropping it, and staging that is only a directory by marking its marker revoked.
 
 from __future__ import annotations
 
-from airflow_provider_ctas.catalogs.metastore import ownership
 from airflow_provider_ctas.catalogs.session_catalog.context import RunContext
 from airflow_provider_ctas.core.errors import FencedError
 from airflow_provider_ctas.core.identifiers import TableRef
+from airflow_provider_ctas.core.requirements import AssertOwnStaging, Observed
+
+
+def own_staging(ctx: RunContext) -> AssertOwnStaging:
+    return AssertOwnStaging(ctx.table.txn_id, ctx.table.try_number, str(ctx.staging_directory or ctx.staging_table))
+
+
+def observe_staging(ctx: RunContext) -> Observed:
+    """One catalog call (properties only), as over Spark Connect each call is a round trip, or one
+    read of the staging directory's marker."""
+    if ctx.staging_directory is not None:
+        return Observed(marker=ctx.catalog.read_marker(ctx.staging_directory))
+    return Observed(properties=ctx.catalog.properties(ctx.staging_table))
 
 
 def require_own_staging(ctx: RunContext) -> TableRef:
-    """This try's staging, still carrying this try's markers (one catalog call or one file read)."""
-    staging = ctx.staging_table
-    if not still_own_staging(ctx):
-        raise FencedError(
-            f"the staging of try {ctx.table.try_number} ({ctx.staging_directory or staging}) is gone or "
-            "revoked: a newer try of this task instance has taken over, so this try must not publish"
-        )
-    return staging
+    """This try's staging, still carrying this try's markers."""
+    own_staging(ctx).validate(observe_staging(ctx))
+    return ctx.staging_table
 
 
 def still_own_staging(ctx: RunContext) -> bool:
-    """The re-check right after a publish: one catalog call (properties only), as over Spark
-    Connect each call is a round trip, or one read of the staging directory's marker."""
-    if ctx.staging_directory is not None:
-        marker = ctx.catalog.read_marker(ctx.staging_directory)
-        return (
-            marker is not None
-            and marker.txn_id == ctx.table.txn_id
-            and marker.try_number == ctx.table.try_number
-            and marker.revoked_by is None
-        )
-    properties = ctx.catalog.properties(ctx.staging_table)
-    return properties is not None and ownership.is_staging_of(properties, ctx.table.txn_id, ctx.table.try_number)
+    """The re-check right after a publish."""
+    return own_staging(ctx).holds(observe_staging(ctx))
 
 
 def revoked(ctx: RunContext) -> FencedError:

@@ -11,9 +11,9 @@ from airflow_provider_ctas.catalogs.session_catalog.plan import Publish, partiti
 from airflow_provider_ctas.catalogs.session_catalog.publish.request import Publication
 from airflow_provider_ctas.core.errors import LeftoverError, PublishError, TargetExistsError
 from airflow_provider_ctas.core.modes import Mode
+from airflow_provider_ctas.core.protocol import PhaseReport
 from airflow_provider_ctas.core.transaction import Outcome
 from airflow_provider_ctas.spark.errors import error_condition, first_line
-from airflow_provider_ctas.spark.protocol import PhaseReport
 
 
 def publish_by_rename(ctx: RunContext, pub: Publication) -> None:

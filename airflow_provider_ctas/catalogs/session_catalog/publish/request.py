@@ -8,7 +8,7 @@ from dataclasses import dataclass
 from airflow_provider_ctas.catalogs.metastore.catalog import TableInfo
 from airflow_provider_ctas.catalogs.session_catalog.plan import Plan
 from airflow_provider_ctas.core.identifiers import TableRef
-from airflow_provider_ctas.spark.protocol import PhaseReport
+from airflow_provider_ctas.core.protocol import PhaseReport
 
 
 @dataclass(frozen=True)
