@@ -7,6 +7,7 @@ Fault injection over Connect (killed task processes, on_kill) is in the fault ma
 from __future__ import annotations
 
 import json
+import signal
 from pathlib import Path
 from urllib.parse import urlparse
 
@@ -14,10 +15,10 @@ import pytest
 
 from airflow_provider_ctas.core import markers
 from tests.support.catalog import count, fresh, leftovers, location, properties, retained_until, table_exists
-from tests.support.dags import make_dag, run_dag, xcom_value
-from tests.support.faults import Reader, check_observations
+from tests.support.dags import DAGS_FOLDER, make_dag, run_dag, xcom_value
+from tests.support.faults import Reader, Trial, check_observations
 from tests.support.fixtures import CONNECT_CONN_ID
-from tests.support.processes import find_processes
+from tests.support.processes import find_processes, wait_for_line
 
 pytestmark = [pytest.mark.integration, pytest.mark.slow, pytest.mark.connect]
 
@@ -170,4 +171,36 @@ def test_a_connection_without_the_token_is_refused_and_leaves_nothing(
     txn = transaction("connect_no_token", run.run_id)
     assert txn["details"]["error"]["message"].startswith("UNAUTHENTICATED"), txn["details"]["error"]
     assert not table_exists(spark, target)
+    assert leftovers(spark, database) == []
+
+
+def test_a_durable_try_killed_before_its_publish_over_connect_is_published_by_the_next(
+    stack, connect_server, spark, database, tmp_path
+):
+    """durable=True over Spark Connect: the phases run in the task process, which is SIGKILLed (with
+    its process group) after it recorded its staging and right before its publish. The staging and
+    its record stay; the source grows; try 2 takes the staging over and publishes try 1's rows
+    without running the query."""
+    dag_id, run_id = "connect_durable", "durable_run"
+    target, source = f"{database}.connect_durable", f"{database}.connect_durable_source"
+    spark.sql(f"CREATE TABLE {source} USING parquet AS SELECT id FROM range(100)")
+    make_dag(dag_id, retries=1, target_table=target, sql=f"SELECT id FROM {source}", conn_id=CONNECT_CONN_ID,
+             durable=True)  # fmt: skip
+    progress = tmp_path / "progress"
+    faults = {"progress_file": str(progress), "before_publish": {"sleep": 600, "only_try": 1}}
+    first = Trial(DAGS_FOLDER / f"{dag_id}.py", dag_id, run_id, tmp_path / "try1.log", faults).start()
+    wait_for_line(progress, "before_publish try=1", timeout=240)
+    first.signal_group(signal.SIGKILL)
+    assert first.wait().startswith("killed")
+    kept = leftovers(spark, database)
+    assert len(kept) == 1 and "_s1" in kept[0], f"try 1's staging was not kept: {kept}"
+    spark.sql(f"INSERT INTO {source} SELECT id FROM range(100, 150)")
+
+    second = Trial(DAGS_FOLDER / f"{dag_id}.py", dag_id, run_id, tmp_path / "try2.log").start()
+    assert second.wait() == "success", (tmp_path / "try2.log").read_text(errors="replace")[-3000:]
+    txn = transaction(dag_id, run_id)
+    assert (txn["outcome"], txn["try_number"], txn["details"]["adopted_from_try"]) == ("published", 2, 1), txn
+    notes = [p["note"] for p in txn["details"]["phases"]]
+    assert "adopted the staging of try 1; the query did not run" in notes, notes
+    assert count(spark, target) == 100, "try 1's rows, not the grown source's"
     assert leftovers(spark, database) == []

@@ -61,6 +61,20 @@ def _network_of(pid: int) -> int:
     return os.stat(f"/proc/{pid}/ns/net").st_ino
 
 
+def _cell(cell_id: str, order: int, fault: str, when: str, mode: str, **result: Any) -> str | None:
+    """Records a cluster-mode cell of the fault matrix; returns the readers' problem, if any.
+    ``result``: try1, left1, try2, left2, values (the reader's), allowed, rows (published, or None),
+    ok (what the test asserts besides the readers) and since (when the fault struck)."""
+    values, rows = result.pop("values"), result["rows"]
+    problem = check_observations(values, result.pop("allowed"), rows if rows is not None else NEW_ROWS)
+    ok = result.pop("ok") and problem is None and not result["left2"]
+    seconds = round(time.monotonic() - result.pop("since"))
+    fault = f"YARN cluster deploy mode: {fault}"
+    summary = {"seen": summarize(values), "ok": ok, "seconds": seconds, "problem": problem}
+    record_cell(cell_id, {"order": order, "fault": fault, "when": when, "mode": mode, **result, **summary})
+    return problem
+
+
 def test_the_cluster_runs_in_a_network_that_cannot_reach_the_task_host(yarn, metastore):
     """What every test of this module runs on: a listener on this host (a task's, were it to open
     one) is out of the cluster's reach on every address, the metastore service is not, and the
@@ -232,7 +246,9 @@ def test_a_durable_try_whose_task_died_in_cluster_mode_is_published_by_the_next_
     driver = _driver_pid(app_id)
     assert driver is not None and yarn.network is not None
     assert _network_of(driver) == os.stat(f"/run/netns/{yarn.network.name}").st_ino, "the driver cannot reach the task"
+    reader = Reader(spark, target).start()
     os.kill(trial.pid, signal.SIGKILL)
+    struck = time.monotonic()
     app = wait_until("the orphaned driver's application ends", lambda: _ended(yarn, app_id), timeout=120)
     assert app["finalStatus"] != "SUCCEEDED" and not table_exists(spark, target), app
     kept = leftovers(spark, database)
@@ -242,11 +258,21 @@ def test_a_durable_try_whose_task_died_in_cluster_mode_is_published_by_the_next_
     second = Trial(DAGS_FOLDER / f"{dag_id}.py", dag_id, "yarn_run", tmp_path / "try2.log").start()
     assert second.wait() == "success", (tmp_path / "try2.log").read_text(errors="replace")[-3000:]
     txn = xcom_value(dag_id, "yarn_run", "ctas_transaction")
+    published, left = count(spark, target), leftovers(spark, database)
+    problem = _cell(
+        "yarn-cluster-durable-awaiting-decision", 121, "durable=True, SIGKILL the task process while its driver "
+        "awaits the decision, retries=1; the source grows before try 2", "awaiting decision", "create",
+        try1="killed; its driver kept the prepared staging", left1=kept,
+        try2=f"took over try {txn['details'].get('adopted_from_try')}'s staging; the query did not run",
+        left2=left, values=reader.stop(), allowed={"missing", 100}, rows=published,
+        ok=published == 100 and txn["details"].get("adopted_from_try") == 1,
+        since=struck,
+    )  # fmt: skip
     assert txn["details"]["adopted_from_try"] == 1, txn["details"]
     assert any("the query did not run" in p["note"] for p in txn["details"]["phases"]), txn["details"]["phases"]
     assert _application(yarn, f"spark_catalog.{target}", 2)["finalStatus"] == "SUCCEEDED"
-    assert count(spark, target) == 100, "try 2 published what try 1 wrote, not a new run of the query"
-    assert leftovers(spark, database) == []
+    assert published == 100, "try 2 published what try 1 wrote, not a new run of the query"
+    assert left == [] and problem is None, problem
 
 
 def test_a_durable_cluster_mode_driver_whose_task_died_mid_write_finishes_it_for_the_next_try(
@@ -265,8 +291,10 @@ def test_a_durable_cluster_mode_driver_whose_task_died_mid_write_finishes_it_for
     first = Trial(DAGS_FOLDER / f"{dag_id}.py", dag_id, "yarn_run", tmp_path / "try1.log", faults).start()
     wait_for_line(progress, "after_begin try=1", timeout=300)
     app1 = _application(yarn, f"spark_catalog.{target}", 1)["id"]
+    reader = Reader(spark, target).start()
     time.sleep(3)  # the write is running
     os.kill(first.pid, signal.SIGKILL)
+    struck = time.monotonic()
     assert yarn.app(app1)["state"] not in ENDED, "the write ended before the task was killed: nothing to finish"
 
     second = Trial(DAGS_FOLDER / f"{dag_id}.py", dag_id, "yarn_run", tmp_path / "try2.log").start()
@@ -277,10 +305,21 @@ def test_a_durable_cluster_mode_driver_whose_task_died_mid_write_finishes_it_for
     assert int(ended["finishedTime"]) <= int(app2["startedTime"]), "try 2's driver began beside try 1's"
     assert ended["finalStatus"] != "SUCCEEDED", "try 1's driver published, or claimed to"
     txn = xcom_value(dag_id, "yarn_run", "ctas_transaction")
+    published, left = count(spark, target), leftovers(spark, database)
+    problem = _cell(
+        "yarn-cluster-durable-mid-write", 122, "durable=True, SIGKILL the task process while its driver writes, "
+        "retries=1; try 2 starts at once", "mid-write", "create",
+        try1=f"killed; its driver finished the write and kept it ({ended['finalStatus']})",
+        left1=["try 1's staging, kept for try 2"],
+        try2=f"waited for try 1's application, took over try {txn['details'].get('adopted_from_try')}'s staging",
+        left2=left, values=reader.stop(), allowed={"missing", 300}, rows=published,
+        ok=published == 300 and txn["details"].get("adopted_from_try") == 1,
+        since=struck,
+    )  # fmt: skip
     assert txn["details"]["adopted_from_try"] == 1, txn["details"]
     assert any("the query did not run" in p["note"] for p in txn["details"]["phases"]), txn["details"]["phases"]
-    assert count(spark, target) == 300, "what try 1's driver finished writing after its task died"
-    assert leftovers(spark, database) == []
+    assert published == 300, "what try 1's driver finished writing after its task died"
+    assert left == [] and problem is None, problem
 
 
 def test_a_superseded_cluster_mode_try_cannot_publish_once_a_newer_try_began(
@@ -299,6 +338,7 @@ def test_a_superseded_cluster_mode_try_cannot_publish_once_a_newer_try_began(
     try:
         wait_for_line(progress, "after_prepare try=1", timeout=300)
         reader = Reader(spark, target).start()
+        struck = time.monotonic()
         second = Trial(DAGS_FOLDER / f"{dag_id}.py", dag_id, "yarn_run", tmp_path / "try2.log").start()
         assert second.wait() == "success", (tmp_path / "try2.log").read_text(errors="replace")[-3000:]
         assert count(spark, target) == 100
@@ -311,11 +351,20 @@ def test_a_superseded_cluster_mode_try_cannot_publish_once_a_newer_try_began(
     app1 = wait_until("try 1's application ends", lambda: _ended(yarn, _application(yarn, f"spark_catalog.{target}",
                       1)["id"]), timeout=120)  # fmt: skip
     assert app1["finalStatus"] != "SUCCEEDED", app1
-    assert check_observations(values, {5, 100}, 100) is None, summarize(values)
-    assert count(spark, target) == 100, "try 2's version stays"
     txn = xcom_value(dag_id, "yarn_run", "ctas_transaction")
+    published, left = count(spark, target), leftovers(spark, database)
+    problem = _cell(
+        "yarn-cluster-superseded-zombie", 123, "try 2 starts beside try 1, held alive after prepared (a clear); "
+        "try 1's task then decides commit", "after prepared", "replace",
+        try1=f"{try1}: its driver found its staging taken over (FENCED)", left1=[],
+        try2="published", left2=left, values=values, allowed={5, 100}, rows=published,
+        ok=published == 100 and app1["finalStatus"] != "SUCCEEDED",
+        since=struck,
+    )  # fmt: skip
+    assert problem is None, problem
+    assert published == 100, "try 2's version stays"
     assert (txn["try_number"], txn["state"]) == (2, "committed"), "the fenced try wrote no XCom over try 2's"
-    assert leftovers(spark, database) == []
+    assert left == []
 
 
 def _driver_pid(app_id: str) -> int | None:
@@ -342,6 +391,7 @@ def test_a_cluster_mode_driver_killed_mid_write_fails_its_try_and_the_next_try_p
     first = Trial(DAGS_FOLDER / f"{dag_id}.py", dag_id, "yarn_run", tmp_path / "try1.log", faults).start()
     wait_for_line(progress, "after_begin try=1", timeout=300)
     app_id = _application(yarn, f"spark_catalog.{target}", 1)["id"]
+    reader = Reader(spark, target).start()
     time.sleep(3)  # the write is running
     pid = wait_until("the driver's JVM is found", lambda: _driver_pid(app_id), timeout=30)
     os.kill(pid, signal.SIGKILL)
@@ -355,11 +405,64 @@ def test_a_cluster_mode_driver_killed_mid_write_fails_its_try_and_the_next_try_p
     assert not table_exists(spark, target)
     attempts = [a for a in yarn.apps() if a["name"] == f"airflow-ctas spark_catalog.{target} try 1"]
     assert len(attempts) == 1, "no second driver for the same try"
+    left1 = leftovers(spark, database)
 
     second = Trial(DAGS_FOLDER / f"{dag_id}.py", dag_id, "yarn_run", tmp_path / "try2.log").start()
     assert second.wait() == "success", (tmp_path / "try2.log").read_text(errors="replace")[-3000:]
-    assert count(spark, target) == 200
-    assert leftovers(spark, database) == [], "the next try removed what the killed driver left"
+    published, left = count(spark, target), leftovers(spark, database)
+    problem = _cell(
+        "yarn-cluster-driver-container-killed", 124, "SIGKILL the driver's container mid-write, retries=1",
+        "mid-write", "create", try1=f"{state} {seconds:.0f}s after its driver died; one application attempt",
+        left1=left1, try2="published", left2=left, values=reader.stop(), allowed={"missing", 200}, rows=published,
+        ok=published == 200,
+        since=killed,
+    )  # fmt: skip
+    assert published == 200 and problem is None, problem
+    assert left == [], "the next try removed what the killed driver left"
+
+
+@pytest.mark.parametrize("stop", ["task-killed", "application-killed"])
+def test_a_cluster_mode_try_stopped_mid_write_publishes_nothing_and_the_next_try_publishes(
+    stack, spark, database, yarn, on_yarn, tmp_path, stop
+):
+    """While the driver writes in a YARN container, the task process is SIGKILLed (its driver sees
+    the channel close, cancels its jobs and drops its staging; try 2 starts at once, beside it), or
+    the application is killed from outside (``yarn application -kill``: the task fails the try).
+    Nothing is published until try 2 publishes, and nothing is left."""
+    dag_id, target = f"yarn_stop_{stop.replace('-', '_')}", f"{database}.yarn_stop_{stop.replace('-', '_')}"
+    slow = "SELECT id, reflect('java.lang.Thread', 'sleep', CAST(100 AS BIGINT)) AS pause FROM range(0, 200, 1, 2)"
+    make_dag(dag_id, target_table=target, conn_id="spark_yarn", conf=on_yarn, sql=slow, retries=1)
+    progress = tmp_path / "progress"
+    faults = {"progress_file": str(progress), "after_begin": {"sleep": 0}}
+    first = Trial(DAGS_FOLDER / f"{dag_id}.py", dag_id, "yarn_run", tmp_path / "try1.log", faults).start()
+    wait_for_line(progress, "after_begin try=1", timeout=300)
+    app_id = _application(yarn, f"spark_catalog.{target}", 1)["id"]
+    reader = Reader(spark, target).start()
+    time.sleep(3)  # the write is running
+    struck = time.monotonic()
+    if stop == "task-killed":
+        os.kill(first.pid, signal.SIGKILL)
+        try1 = "killed"
+    else:
+        yarn.kill(app_id)
+        try1 = first.wait()
+        assert try1 in ("failed", "up_for_retry"), try1
+    app = wait_until("try 1's application ends", lambda: _ended(yarn, app_id), timeout=120)
+    ended = time.monotonic() - struck
+    second = Trial(DAGS_FOLDER / f"{dag_id}.py", dag_id, "yarn_run", tmp_path / "try2.log").start()
+    assert second.wait() == "success", (tmp_path / "try2.log").read_text(errors="replace")[-3000:]
+    published, left = count(spark, target), leftovers(spark, database)
+    problem = _cell(
+        f"yarn-cluster-{stop}-mid-write", 127 if stop == "task-killed" else 128,
+        "SIGKILL the task process mid-write, retries=1; try 2 starts at once" if stop == "task-killed"
+        else "the YARN application killed from outside mid-write, retries=1", "mid-write", "create",
+        try1=f"{try1}; its application ended {app['state']} {ended:.0f}s later", left1=[], try2="published",
+        left2=left, values=reader.stop(), allowed={"missing", 200}, rows=published,
+        ok=published == 200 and app["finalStatus"] != "SUCCEEDED", since=struck,
+    )  # fmt: skip
+    assert app["finalStatus"] != "SUCCEEDED", app
+    assert published == 200 and problem is None, problem
+    assert left == []
 
 
 @pytest.mark.parametrize("trigger", ["sigterm", "execution_timeout"])
@@ -380,6 +483,8 @@ def test_on_kill_kills_the_yarn_application_and_its_abort_removes_the_staging(
     trial = Trial(DAGS_FOLDER / f"{dag_id}.py", dag_id, "yarn_run", tmp_path / "try1.log", faults).start()
     wait_for_line(progress, "after_begin try=1", timeout=300)
     app_id = _application(yarn, f"spark_catalog.{target}", 1)["id"]
+    reader = Reader(spark, target).start()
+    struck = time.monotonic()
     if trigger == "sigterm":
         time.sleep(3)  # the write is running in the application's executor
         trial.signal_group(signal.SIGTERM)
@@ -398,9 +503,18 @@ def test_on_kill_kills_the_yarn_application_and_its_abort_removes_the_staging(
     (abort,) = wait_until("the abort's application ends", lambda: [
         a for a in yarn.apps() if a["name"] == abort_name and a["state"] in ENDED
     ], timeout=300)  # fmt: skip
+    left = leftovers(spark, database)
+    problem = _cell(
+        f"yarn-cluster-on-kill-{trigger}", 125 if trigger == "sigterm" else 126,
+        "SIGTERM the task's process group mid-write" if trigger == "sigterm" else "execution_timeout mid-write",
+        "mid-write", "create", try1=f"on_kill ran; the application ended {app['state']}; its abort ran in its own "
+        f"application ({abort['finalStatus']})", left1=left, try2="none", left2=left, values=reader.stop(),
+        allowed={"missing"}, rows=None, ok=abort["finalStatus"] == "SUCCEEDED" and not table_exists(spark, target),
+        since=struck,
+    )  # fmt: skip
     assert abort["finalStatus"] == "SUCCEEDED", abort
     assert not table_exists(spark, target)
-    assert leftovers(spark, database) == []
+    assert left == [] and problem is None, problem
 
 
 @pytest.mark.parametrize("table_format", ["iceberg", "delta"])
