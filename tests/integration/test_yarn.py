@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import signal
 import socket
 import subprocess
@@ -139,13 +140,35 @@ def test_cluster_mode_publishes_on_the_decision_of_the_task(stack, spark, databa
     target = f"{database}.on_yarn"
     dag = make_dag("yarn_create", target_table=target, conn_id="spark_yarn", conf=on_yarn,
                    sql="SELECT id, id % 3 AS k FROM range(300)")  # fmt: skip
+    started = time.monotonic()
     run = run_dag(dag)
     txn = xcom_value("yarn_create", run.run_id, "ctas_transaction")
     assert run.task_state == "success", txn
     assert (txn["state"], txn["outcome"], txn["details"]["row_count"]) == ("committed", "published", 300)
     phases = {p["phase"]: p for p in txn["details"]["phases"]}
     assert list(phases) == ["begin", "prepare", "commit"], "the result came back on the channel"
-    assert phases["commit"]["note"].startswith("the task decided commit in "), phases["commit"]
+    decided = re.fullmatch(r"the task decided commit in (\d+) ms", phases["commit"]["note"])
+    assert decided is not None, phases["commit"]
+    left, published = leftovers(spark, database), count(spark, target)
+    record_cell(
+        "yarn-cluster-no-fault",
+        {
+            "order": 119,
+            "fault": "YARN cluster deploy mode: none (the decision's latency: the driver's *prepared* to the "
+            "task's *commit*, over the channel the task opened)",
+            "when": "-",
+            "mode": "create",
+            "try1": f"published; the task decided commit in {decided.group(1)} ms",
+            "left1": left,
+            "try2": "none",
+            "left2": left,
+            "seen": "-",
+            "rows": published,
+            "ok": published == 300 and not left,
+            "seconds": round(time.monotonic() - started),
+            "problem": None,
+        },
+    )
     assert count(spark, target) == 300
     assert properties(spark, target)[markers.TXN_ID] == txn["txn_id"]
     app = _application(yarn, f"spark_catalog.{target}", 1)
@@ -182,9 +205,11 @@ def test_a_cluster_mode_driver_whose_task_died_never_publishes_and_gives_its_con
     stack, spark, database, yarn, on_yarn, tmp_path
 ):
     """The task process is SIGKILLed while its driver, in a YARN container, waits for the decision:
-    the channel closes, the driver drops its staging and exits, and YARN frees its containers."""
+    the channel closes, the driver drops its staging and exits, and YARN frees its containers. Then
+    the task's retry runs and publishes."""
     dag_id, target = "yarn_orphan", f"{database}.yarn_orphan"
-    make_dag(dag_id, target_table=target, conn_id="spark_yarn", conf=on_yarn, sql="SELECT id FROM range(100)")
+    make_dag(dag_id, target_table=target, conn_id="spark_yarn", conf=on_yarn, sql="SELECT id FROM range(100)",
+             retries=1)  # fmt: skip
     reader = Reader(spark, target).start()
     progress = tmp_path / "progress"
     faults = {"progress_file": str(progress), "before_decision": {"sleep": 300, "only_try": 1}}
@@ -207,7 +232,7 @@ def test_a_cluster_mode_driver_whose_task_died_never_publishes_and_gives_its_con
         {
             "order": 120,
             "fault": "YARN cluster deploy mode: SIGKILL the task process while its driver (in a YARN container) "
-            "awaits the decision, retries=0",
+            "awaits the decision; no retry runs yet (as with retries=0): the orphan cleans up alone",
             "when": "awaiting decision",
             "mode": "create",
             "try1": f"killed; its driver's application ended ({app['state']}) {seconds:.1f}s later",
@@ -226,6 +251,20 @@ def test_a_cluster_mode_driver_whose_task_died_never_publishes_and_gives_its_con
     assert problem is None, problem
     assert not table_exists(spark, target)
     assert left == [], "the orphan dropped its staging"
+
+    reader = Reader(spark, target).start()
+    retried = time.monotonic()
+    second = Trial(DAGS_FOLDER / f"{dag_id}.py", dag_id, "yarn_run", tmp_path / "try2.log").start()
+    assert second.wait() == "success", (tmp_path / "try2.log").read_text(errors="replace")[-3000:]
+    published, left = count(spark, target), leftovers(spark, database)
+    problem = _cell(
+        "yarn-cluster-orphan-then-retry", 120, "SIGKILL the task process while its driver awaits the decision, "
+        "retries=1: the retry starts once the orphan ended", "awaiting decision", "create",
+        try1=f"killed; its driver's application ended {app['state']}", left1=[], try2="published", left2=left,
+        values=reader.stop(), allowed={"missing", 100}, rows=published, ok=published == 100, since=retried,
+    )  # fmt: skip
+    assert published == 100 and problem is None, problem
+    assert left == []
 
 
 def test_a_durable_try_whose_task_died_in_cluster_mode_is_published_by_the_next_without_its_query(
