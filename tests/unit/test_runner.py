@@ -21,7 +21,7 @@ from airflow_provider_ctas.core.errors import (
 )
 from airflow_provider_ctas.core.protocol import GC_PHASES, RUN_PHASES, PhaseRequest, PhaseResult, Reached
 from airflow_provider_ctas.core.transaction import TransactionKey
-from airflow_provider_ctas.runners import spark_submit
+from airflow_provider_ctas.runners import spark_submit, yarn_driver
 from airflow_provider_ctas.runners.coordinator import CommitCoordinator
 from airflow_provider_ctas.spark.coordinator_link import CoordinatorLink
 
@@ -182,6 +182,46 @@ def test_in_yarn_cluster_mode_the_task_connects_to_its_driver_and_gets_the_resul
     assert call["yarn_track_via_rm_api"] is True
     assert call["conf"]["spark.yarn.submit.waitAppCompletion"] == "false"
     assert call["conf"]["spark.yarn.maxAppAttempts"] == "1"
+    assert call["conf"]["spark.yarn.tags"] == f"airflow-ctas-txn-{table.txn_id},airflow-ctas-try-2"
+
+
+def test_a_durable_try_waits_for_the_earlier_tries_applications_that_still_run(monkeypatch):
+    """The ResourceManager's answers stood in for: try 3 waits while try 1's application runs (a
+    driver finishing its write for it), ignores a later try's, and goes on once none is left."""
+    answers = [
+        [{"id": "app_1", "state": "RUNNING", "applicationTags": "airflow-ctas-txn-x,airflow-ctas-try-1"},
+         {"id": "app_4", "state": "RUNNING", "applicationTags": "airflow-ctas-try-4,airflow-ctas-txn-x"}],
+        [{"id": "app_1", "state": "RUNNING", "applicationTags": "airflow-ctas-txn-x,airflow-ctas-try-1"}],
+        [{"id": "app_4", "state": "RUNNING", "applicationTags": "airflow-ctas-try-4,airflow-ctas-txn-x"}],
+    ]  # fmt: skip
+    asked: list[str] = []
+
+    class Answer:
+        def __init__(self, apps: list[dict[str, str]]) -> None:
+            self.apps = apps
+
+        def json(self) -> dict[str, object]:
+            return {"apps": {"app": self.apps} if self.apps else None}
+
+    def get(url: str, auth: object, *, what: str) -> Answer:
+        asked.append(url)
+        return Answer(answers.pop(0))
+
+    class Hook:
+        _resolved_yarn_rm_auth = None
+
+        def _get_yarn_rm_base_url(self) -> str:
+            return "http://rm:8088"
+
+    monkeypatch.setattr(yarn_driver, "_get", get)
+    monkeypatch.setattr(time, "sleep", lambda seconds: None)
+    said: list[str] = []
+    followed = yarn_driver.wait_for_earlier_tries(Hook(), "x", 3, said.append)  # type: ignore[arg-type]
+    assert followed == ["app_1"] and answers == []
+    assert all(
+        "applicationTags=airflow-ctas-txn-x&states=NEW,NEW_SAVING,SUBMITTED,ACCEPTED,RUNNING" in u for u in asked
+    )
+    assert len(said) == 1 and "try 1's driver (YARN application app_1, RUNNING)" in said[0]
 
 
 def test_a_cluster_mode_driver_the_task_cannot_reach_is_killed_with_a_code_that_says_so(hook, monkeypatch):
