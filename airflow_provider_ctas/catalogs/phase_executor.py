@@ -24,9 +24,10 @@ if TYPE_CHECKING:
     from airflow_provider_ctas.spark.engine import Reporter
 
 T = TypeVar("T", bound=TwoPhaseTable)
+P = TypeVar("P")
 
 
-class PhaseExecutor(ReportsProgress, ABC, Generic[T]):
+class PhaseExecutor(ReportsProgress, ABC, Generic[T, P]):
     audits: ClassVar[bool] = False
     """Whether every try stages a version that checks can read before the publish (``audit_target``)."""
 
@@ -36,12 +37,19 @@ class PhaseExecutor(ReportsProgress, ABC, Generic[T]):
         self.progress = Progress()
         self.details: Details = {}
         self.began = False
+        self.plan: P | None = None
+        """What begin decided (the strategy's plan), for the phases after it."""
         self.checks = checks_from_wire(request.checks)
         self.audit_results: list[CheckResult] = []
 
     @property
     def nothing_to_do(self) -> bool:
         return self.began and self.progress.outcome is not None and not self.progress.published
+
+    def planned(self) -> P:
+        if self.plan is None:
+            raise InvalidInputError("prepare and commit run after begin, in the same run")
+        return self.plan
 
     def spark_jobs(self) -> int | None:
         return self.engine.job_count()
@@ -50,6 +58,7 @@ class PhaseExecutor(ReportsProgress, ABC, Generic[T]):
         if phase == "begin":
             if self.checks and not self.audits:
                 self.refuse_checks()
+            self.began = True
             self.begin(report)
             if self.checks and self.progress.reached is Reached.BEGUN:
                 # Checks that cannot run fail here, before any data is written.

@@ -261,27 +261,28 @@ class SparkSubmitRunner:
         options = dict(self.submit_options)
         options["files"] = ",".join(filter(None, [options.get("files"), request_path]))
         options["py_files"] = ",".join(filter(None, [options.get("py_files"), package_zip(workdir)]))
-        in_cluster = coordinator is not None and coordinator.driver_listens
+        # The driver runs in the cluster and waits for this task's connection (``yarn_driver.py``).
+        cluster = coordinator if coordinator is not None and coordinator.driver_listens else None
         cluster_conf: dict[str, str] = {}
-        if in_cluster and coordinator is not None:
-            tags = application_tags(coordinator.txn_id, coordinator.try_number)
+        if cluster is not None:
+            tags = application_tags(cluster.txn_id, cluster.try_number)
             cluster_conf = {**YARN_CLUSTER_CONF, "spark.yarn.tags": tags}
         hook = SparkSubmitHook(
             conf={**self._effective_conf(), **cluster_conf},
             conn_id=self.conn_id,
             name=name,
             application_args=[request_path],
-            yarn_track_via_rm_api=in_cluster,
+            yarn_track_via_rm_api=cluster is not None,
             **options,
         )
         self._hook = hook
-        if in_cluster and coordinator is not None and request.durable:
+        if cluster is not None and request.durable:
             wait_for_earlier_tries(
-                hook, coordinator.txn_id, coordinator.try_number, lambda said: self.log.info("[airflow-ctas] %s", said)
+                hook, cluster.txn_id, cluster.try_number, lambda said: self.log.info("[airflow-ctas] %s", said)
             )
         error = self._submit(hook, detach)
-        if error is None and coordinator is not None and in_cluster:
-            return self._decide_with_driver_in_cluster(hook, coordinator)
+        if error is None and cluster is not None:
+            return self._decide_with_driver_in_cluster(hook, cluster)
         return self._read_result(result_path, error)
 
     def _decide_with_driver_in_cluster(self, hook: SparkSubmitHook, coordinator: CommitCoordinator) -> PhaseResult:

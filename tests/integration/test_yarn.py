@@ -62,6 +62,27 @@ def _network_of(pid: int) -> int:
     return os.stat(f"/proc/{pid}/ns/net").st_ino
 
 
+def _writing(
+    spark: Any,
+    yarn: YarnCluster,
+    on_yarn: dict[str, str],
+    tmp_path: Any,
+    dag_id: str,
+    target: str,
+    rows: int,
+    **dag: Any,
+) -> tuple[Trial, str, Reader]:
+    """Try 1 of a DAG whose query writes ``rows`` slowly (100 ms a row, two tasks), followed until its
+    driver in YARN has begun: its task, its application and a reader polling the target."""
+    slow = f"SELECT id, reflect('java.lang.Thread', 'sleep', CAST(100 AS BIGINT)) AS pause FROM range(0, {rows}, 1, 2)"
+    make_dag(dag_id, target_table=target, conn_id="spark_yarn", conf=on_yarn, sql=slow, **dag)
+    progress = tmp_path / "progress"
+    faults = {"progress_file": str(progress), "after_begin": {"sleep": 0}}
+    first = Trial(DAGS_FOLDER / f"{dag_id}.py", dag_id, "yarn_run", tmp_path / "try1.log", faults).start()
+    wait_for_line(progress, "after_begin try=1", timeout=300)
+    return first, _application(yarn, f"spark_catalog.{target}", 1)["id"], Reader(spark, target).start()
+
+
 def _cell(cell_id: str, order: int, fault: str, when: str, mode: str, **result: Any) -> str | None:
     """Records a cluster-mode cell of the fault matrix; returns the readers' problem, if any.
     ``result``: try1, left1, try2, left2, values (the reader's), allowed, rows (published, or None),
@@ -323,14 +344,7 @@ def test_a_durable_cluster_mode_driver_whose_task_died_mid_write_finishes_it_for
     ResourceManager, waits for it to end, then takes the staging over and publishes it without
     running the query."""
     dag_id, target = "yarn_durable_mid_write", f"{database}.yarn_durable_mid_write"
-    slow = "SELECT id, reflect('java.lang.Thread', 'sleep', CAST(100 AS BIGINT)) AS pause FROM range(0, 300, 1, 2)"
-    make_dag(dag_id, target_table=target, conn_id="spark_yarn", conf=on_yarn, sql=slow, durable=True, retries=1)
-    progress = tmp_path / "progress"
-    faults = {"progress_file": str(progress), "after_begin": {"sleep": 0}}
-    first = Trial(DAGS_FOLDER / f"{dag_id}.py", dag_id, "yarn_run", tmp_path / "try1.log", faults).start()
-    wait_for_line(progress, "after_begin try=1", timeout=300)
-    app1 = _application(yarn, f"spark_catalog.{target}", 1)["id"]
-    reader = Reader(spark, target).start()
+    first, app1, reader = _writing(spark, yarn, on_yarn, tmp_path, dag_id, target, 300, durable=True, retries=1)
     time.sleep(3)  # the write is running
     os.kill(first.pid, signal.SIGKILL)
     struck = time.monotonic()
@@ -423,14 +437,7 @@ def test_a_cluster_mode_driver_killed_mid_write_fails_its_try_and_the_next_try_p
     YARN does not start it again (one application attempt), the task fails the try without a
     publish, and the next try removes what the killed driver left and publishes."""
     dag_id, target = "yarn_driver_killed", f"{database}.yarn_driver_killed"
-    slow = "SELECT id, reflect('java.lang.Thread', 'sleep', CAST(100 AS BIGINT)) AS pause FROM range(0, 200, 1, 2)"
-    make_dag(dag_id, target_table=target, conn_id="spark_yarn", conf=on_yarn, sql=slow, retries=1)
-    progress = tmp_path / "progress"
-    faults = {"progress_file": str(progress), "after_begin": {"sleep": 0}}
-    first = Trial(DAGS_FOLDER / f"{dag_id}.py", dag_id, "yarn_run", tmp_path / "try1.log", faults).start()
-    wait_for_line(progress, "after_begin try=1", timeout=300)
-    app_id = _application(yarn, f"spark_catalog.{target}", 1)["id"]
-    reader = Reader(spark, target).start()
+    first, app_id, reader = _writing(spark, yarn, on_yarn, tmp_path, dag_id, target, 200, retries=1)
     time.sleep(3)  # the write is running
     pid = wait_until("the driver's JVM is found", lambda: _driver_pid(app_id), timeout=30)
     os.kill(pid, signal.SIGKILL)
@@ -469,14 +476,7 @@ def test_a_cluster_mode_try_stopped_mid_write_publishes_nothing_and_the_next_try
     the application is killed from outside (``yarn application -kill``: the task fails the try).
     Nothing is published until try 2 publishes, and nothing is left."""
     dag_id, target = f"yarn_stop_{stop.replace('-', '_')}", f"{database}.yarn_stop_{stop.replace('-', '_')}"
-    slow = "SELECT id, reflect('java.lang.Thread', 'sleep', CAST(100 AS BIGINT)) AS pause FROM range(0, 200, 1, 2)"
-    make_dag(dag_id, target_table=target, conn_id="spark_yarn", conf=on_yarn, sql=slow, retries=1)
-    progress = tmp_path / "progress"
-    faults = {"progress_file": str(progress), "after_begin": {"sleep": 0}}
-    first = Trial(DAGS_FOLDER / f"{dag_id}.py", dag_id, "yarn_run", tmp_path / "try1.log", faults).start()
-    wait_for_line(progress, "after_begin try=1", timeout=300)
-    app_id = _application(yarn, f"spark_catalog.{target}", 1)["id"]
-    reader = Reader(spark, target).start()
+    first, app_id, reader = _writing(spark, yarn, on_yarn, tmp_path, dag_id, target, 200, retries=1)
     time.sleep(3)  # the write is running
     struck = time.monotonic()
     if stop == "task-killed":
@@ -514,15 +514,8 @@ def test_on_kill_kills_the_yarn_application_and_its_abort_removes_the_staging(
     task) drops the try's staging."""
     dag_id, target = f"yarn_kill_{trigger}", f"{database}.yarn_kill_{trigger}"
     rows = 600 if trigger == "sigterm" else 1200  # the timeout fires while it writes, not while YARN starts it
-    slow = f"SELECT id, reflect('java.lang.Thread', 'sleep', CAST(100 AS BIGINT)) AS pause FROM range(0, {rows}, 1, 2)"
     timeout = ", execution_timeout=datetime.timedelta(seconds=45)" if trigger == "execution_timeout" else ""
-    make_dag(dag_id, target_table=target, conn_id="spark_yarn", conf=on_yarn, sql=slow, operator_extra=timeout)
-    progress = tmp_path / "progress"
-    faults = {"progress_file": str(progress), "after_begin": {"sleep": 0}}
-    trial = Trial(DAGS_FOLDER / f"{dag_id}.py", dag_id, "yarn_run", tmp_path / "try1.log", faults).start()
-    wait_for_line(progress, "after_begin try=1", timeout=300)
-    app_id = _application(yarn, f"spark_catalog.{target}", 1)["id"]
-    reader = Reader(spark, target).start()
+    trial, app_id, reader = _writing(spark, yarn, on_yarn, tmp_path, dag_id, target, rows, operator_extra=timeout)
     struck = time.monotonic()
     if trigger == "sigterm":
         time.sleep(3)  # the write is running in the application's executor

@@ -25,7 +25,6 @@ from airflow_provider_ctas.catalogs.delta.staging import create_staging, drop_st
 from airflow_provider_ctas.catalogs.delta.table import DeltaTable
 from airflow_provider_ctas.catalogs.metastore.catalog import CatalogClient
 from airflow_provider_ctas.catalogs.phase_executor import PhaseExecutor
-from airflow_provider_ctas.core.errors import InvalidInputError
 from airflow_provider_ctas.core.modes import Mode
 from airflow_provider_ctas.core.protocol import PhaseReport, PhaseRequest, Reached
 from airflow_provider_ctas.core.transaction import Outcome
@@ -37,7 +36,7 @@ if TYPE_CHECKING:
     from airflow_provider_ctas.spark.engine import Reporter
 
 
-class DeltaExecutor(PhaseExecutor[DeltaTable]):
+class DeltaExecutor(PhaseExecutor[DeltaTable, DeltaPlan]):
     audits = True
 
     def __init__(self, spark: SparkSession, table: DeltaTable, request: PhaseRequest, log: Reporter) -> None:
@@ -45,24 +44,17 @@ class DeltaExecutor(PhaseExecutor[DeltaTable]):
         self.run_ = DeltaRun(
             spark, table, request, log, self.engine, self.progress, self.details, catalog=CatalogClient(spark)
         )
-        self.plan: DeltaPlan | None = None
         self.written_rows = 0
         """What prepare wrote to the staging table (for the record a durable try keeps)."""
 
     def clean_up_this_try(self) -> list[str]:
         return drop_staging(self.run_, up_to=self.table.try_number)
 
-    def _planned(self) -> DeltaPlan:
-        if self.plan is None:
-            raise InvalidInputError("prepare and commit run after begin, in the same run")
-        return self.plan
-
     def begin(self, report: PhaseReport) -> None:
-        self.began = True
         self.plan = begin(self.run_, report, checks=bool(self.checks))
 
     def audit_target(self) -> AuditTarget:
-        plan = self._planned()
+        plan = self.planned()
         staged, target = staging_of(self.run_, plan).quoted, self.table.target.quoted
         if plan.mechanism is Publish.RENAME:
             return AuditTarget(staged=staged, published=None, columns=plan.columns)
@@ -70,7 +62,7 @@ class DeltaExecutor(PhaseExecutor[DeltaTable]):
         return AuditTarget(staged=staged, published=target, columns=plan.columns, replaced_partitions_of=partial)
 
     def prepare(self, report: PhaseReport) -> None:
-        plan = self._planned()
+        plan = self.planned()
         if plan.adopted is not None:
             record = plan.adopted.record
             report.note = f"adopted the staging of try {record.prepared_by_try}; the query did not run"
@@ -95,11 +87,11 @@ class DeltaExecutor(PhaseExecutor[DeltaTable]):
         return adopted.record if adopted is not None else None
 
     def keep_for_next_try(self, digest: str) -> str:
-        return durable.keep(self.run_, self._planned(), digest, self.audit_results, self.written_rows)
+        return durable.keep(self.run_, self.planned(), digest, self.audit_results, self.written_rows)
 
     def commit(self, report: PhaseReport) -> None:
         self.fault("before_publish")
-        plan = self._planned()
+        plan = self.planned()
         if plan.mechanism is Publish.IN_PLACE:
             publish_in_place(self.run_, plan, self.audit_provenance(), report)
         else:

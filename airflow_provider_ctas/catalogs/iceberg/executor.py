@@ -37,13 +37,12 @@ if TYPE_CHECKING:
     from airflow_provider_ctas.spark.engine import Reporter
 
 
-class IcebergExecutor(PhaseExecutor[IcebergTable]):
+class IcebergExecutor(PhaseExecutor[IcebergTable, IcebergPlan]):
     audits = True
 
     def __init__(self, spark: SparkSession, table: IcebergTable, request: PhaseRequest, log: Reporter) -> None:
         super().__init__(spark, table, request, log)
         self.run_ = IcebergRun(spark, table, request, log, self.engine, self.progress, self.details)
-        self.plan: IcebergPlan | None = None
         self.staged: Staged | None = None
         """What prepare wrote (or the adopted branch holds), for the phases after it."""
         self.holds = "hold" in request.phases
@@ -52,11 +51,6 @@ class IcebergExecutor(PhaseExecutor[IcebergTable]):
     def clean_up_this_try(self) -> list[str]:
         return clean_tries(self.run_, up_to=self.table.try_number)
 
-    def _planned(self) -> IcebergPlan:
-        if self.plan is None:
-            raise InvalidInputError("prepare and commit run after begin, in the same run")
-        return self.plan
-
     def _prepared(self) -> Staged:
         if self.staged is None:
             raise InvalidInputError("commit runs after prepare, in the same run")
@@ -64,16 +58,15 @@ class IcebergExecutor(PhaseExecutor[IcebergTable]):
 
     def begin(self, report: PhaseReport) -> None:
         self.plan = begin(self.run_, report, holds=self.holds)
-        self.began = True
         adopted = self.plan.adopted if self.plan is not None else None
         if adopted is not None:
             self.staged = Staged(adopted.snapshot_id, adopted.record.row_count)
 
     def keep_for_next_try(self, digest: str) -> str:
-        return durable.keep(self.run_, self._planned(), self._prepared(), digest, self.audit_results)
+        return durable.keep(self.run_, self.planned(), self._prepared(), digest, self.audit_results)
 
     def prepare(self, report: PhaseReport) -> None:
-        plan = self._planned()
+        plan = self.planned()
         if plan.adopted is not None:
             record = plan.adopted.record
             report.note = f"adopted the branch of try {record.prepared_by_try}; the query did not run"
@@ -95,15 +88,15 @@ class IcebergExecutor(PhaseExecutor[IcebergTable]):
         return adopted.record if adopted is not None else None
 
     def audit_target(self) -> AuditTarget:
-        return audit_target(self.run_, self._planned(), self.staged)
+        return audit_target(self.run_, self.planned(), self.staged)
 
     def hold(self, report: PhaseReport) -> None:
-        hold(self.run_, self._planned(), self._prepared(), self.audit_provenance(), report)
+        hold(self.run_, self.planned(), self._prepared(), self.audit_provenance(), report)
         self.fault("after_hold")
 
     def commit(self, report: PhaseReport) -> None:
         self.fault("before_publish")
-        plan, staged = self._planned(), self._prepared()
+        plan, staged = self.planned(), self._prepared()
         if plan.mechanism is Publish.RENAME:
             into = publish_by_rename(self.run_, staged, self.audit_provenance(), report)
             if into is None:

@@ -41,7 +41,7 @@ if TYPE_CHECKING:
     from airflow_provider_ctas.spark.engine import Reporter
 
 
-class IcebergGroupExecutor(PhaseExecutor[IcebergGroup]):
+class IcebergGroupExecutor(PhaseExecutor[IcebergGroup, None]):
     """The publisher's driver side: ``commit`` publishes every member in one catalog commit,
     ``abort`` removes every member's staging (their markers checked). It stages nothing itself."""
 

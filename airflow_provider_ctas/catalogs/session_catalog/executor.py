@@ -50,7 +50,7 @@ if TYPE_CHECKING:
     from airflow_provider_ctas.spark.engine import Reporter
 
 
-class SessionCatalogExecutor(PhaseExecutor[SessionCatalogTable]):
+class SessionCatalogExecutor(PhaseExecutor[SessionCatalogTable, Plan]):
     """Runs the phases of one try; begin's plan is kept for the phases that follow it."""
 
     audits = True
@@ -59,19 +59,12 @@ class SessionCatalogExecutor(PhaseExecutor[SessionCatalogTable]):
         super().__init__(spark, table, request, log)
         catalog = CatalogClient(spark, scratch_database=table.target.database)
         self.ctx = RunContext(spark, table, request, log, catalog, progress=self.progress, details=self.details)
-        self.plan: Plan | None = None
-
-    def _planned(self) -> Plan:
-        if self.plan is None:
-            raise InvalidInputError("prepare and commit run after begin, in the same run")
-        return self.plan
 
     def begin(self, report: PhaseReport) -> None:
         self.plan = begin(self.ctx, report)
-        self.began = True
 
     def audit_target(self) -> AuditTarget:
-        ctx, plan = self.ctx, self._planned()
+        ctx, plan = self.ctx, self.planned()
         table = ctx.table
         published = ctx.catalog.table_info(table.target) is not None
         return AuditTarget(
@@ -86,7 +79,7 @@ class SessionCatalogExecutor(PhaseExecutor[SessionCatalogTable]):
         return self.ctx.adopted.record if self.ctx.adopted is not None else None
 
     def prepare(self, report: PhaseReport) -> None:
-        ctx, plan = self.ctx, self._planned()
+        ctx, plan = self.ctx, self.planned()
         if ctx.request.sql is None:
             raise InvalidInputError("no SQL was sent for this transaction")
         if ctx.adopted is not None:
@@ -158,7 +151,7 @@ class SessionCatalogExecutor(PhaseExecutor[SessionCatalogTable]):
             return {}
 
     def commit(self, report: PhaseReport) -> None:
-        ctx, plan = self.ctx, self._planned()
+        ctx, plan = self.ctx, self.planned()
         staging = require_own_staging(ctx)
         ctx.fault("before_publish")
         provenance = {markers.PUBLISHED_AT: now_iso()}
@@ -196,7 +189,7 @@ class SessionCatalogExecutor(PhaseExecutor[SessionCatalogTable]):
     def keep_for_next_try(self, digest: str) -> str:
         """Durable tries: the record that lets the next try adopt this staging if this task is lost."""
         return adoption.keep_for_next_try(
-            self.ctx, self._planned(), digest, self.audit_provenance().get(markers.CHECKS, "")
+            self.ctx, self.planned(), digest, self.audit_provenance().get(markers.CHECKS, "")
         )
 
     def _into_created_target(self, plan: Plan, provenance: dict[str, str], report: PhaseReport) -> Plan:
