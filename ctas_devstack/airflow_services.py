@@ -109,8 +109,8 @@ class AirflowServices:
                 wait_for_port(self.api_port, timeout, process)
         return self
 
-    def stop(self) -> None:
-        stop_pid_files([self.root / f"{service}.pid" for service in reversed(SERVICES)], grace=20)
+    def stop(self, grace: float = 20) -> None:
+        stop_pid_files([self.root / f"{service}.pid" for service in reversed(SERVICES)], grace)
 
 
 def main(argv: list[str] | None = None) -> int:

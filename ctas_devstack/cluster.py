@@ -101,8 +101,8 @@ class StandaloneCluster:
         except (OSError, ValueError):
             return 0
 
-    def stop(self) -> None:
-        stop_pid_files([*sorted(self.root.glob("worker-*.pid")), self.root / "master.pid"])
+    def stop(self, grace: float = 10) -> None:
+        stop_pid_files([*sorted(self.root.glob("worker-*.pid")), self.root / "master.pid"], grace)
 
 
 def main(argv: list[str] | None = None) -> int:

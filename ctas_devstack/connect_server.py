@@ -82,8 +82,8 @@ class ConnectServer:
         )  # fmt: skip
         return self
 
-    def stop(self) -> None:
-        stop_pid_file(self.pid_file)
+    def stop(self, grace: float = 10) -> None:
+        stop_pid_file(self.pid_file, grace)
 
 
 def main(argv: list[str] | None = None) -> int:

@@ -167,8 +167,8 @@ class HiveMetastore:
         )  # fmt: skip
         return self
 
-    def stop(self) -> None:
-        stop_pid_file(self.pid_file)
+    def stop(self, grace: float = 10) -> None:
+        stop_pid_file(self.pid_file, grace)
 
 
 def stop_pid_file(pid_file: Path, grace: float = 10) -> None:

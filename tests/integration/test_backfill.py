@@ -27,6 +27,7 @@ from ctas_devstack.cluster import StandaloneCluster
 from ctas_devstack.postgres import create_database, drop_database
 from tests.support.catalog import count, fresh, leftovers, partition_locations
 from tests.support.faults import classify_read_error
+from tests.support.fixtures import STOP_GRACE
 
 # Two dates: the two runs of each pass race, as a backfill's first runs always do (issue 22's failure
 # was a first-publish race), and the loser switches its partition into the table the winner created;
@@ -107,7 +108,7 @@ def scheduler(metastore, spark, tmp_path_factory) -> Iterator[tuple[AirflowServi
                 "AIRFLOW__CORE__PARALLELISM": "8",
             },
         )
-        started.callback(services.stop)
+        started.callback(services.stop, STOP_GRACE)
         services.start()
         yield services, dags
 
@@ -116,7 +117,7 @@ def scheduler(metastore, spark, tmp_path_factory) -> Iterator[tuple[AirflowServi
 def cluster(metastore, tmp_path_factory) -> Iterator[StandaloneCluster]:
     cluster = StandaloneCluster(tmp_path_factory.mktemp("cluster"), cores=2, memory="2g").start()
     yield cluster
-    cluster.stop()
+    cluster.stop(STOP_GRACE)
 
 
 def query(services: AirflowServices, sql: str, *params: str) -> list[tuple[Any, ...]]:

@@ -29,6 +29,7 @@ from tests.support.catalog import database_dir
 from tests.support.dags import DAGS_FOLDER, make_dag, run_dag, xcom_value
 from tests.support.delta import DeltaReader, delta_conf
 from tests.support.faults import Trial, check_observations, summarize, wait_for_drivers_to_exit
+from tests.support.fixtures import STOP_GRACE
 from tests.support.format_scenarios import (
     FormatProbe,
     kill_mid_write_then_after_publish,
@@ -290,7 +291,7 @@ def delta_connect(metastore, tmp_path_factory) -> Iterator[str]:
     )
     yield conn_id
     os.environ.pop(variable, None)
-    server.stop()
+    server.stop(STOP_GRACE)
 
 
 def test_delta_over_spark_connect_creates_replaces_and_fences_an_earlier_try(

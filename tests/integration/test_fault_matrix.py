@@ -33,7 +33,7 @@ from tests.support.faults import (
     wait_for_drivers_to_exit,
     wait_for_path,
 )
-from tests.support.fixtures import CONNECT_CONN_ID
+from tests.support.fixtures import CONNECT_CONN_ID, STOP_GRACE
 from tests.support.phases import executor_for, run_all
 from tests.support.processes import kill_spark_driver, wait_for_line
 from tests.support.reliability import NEW_ROWS, OLD_ROWS, record_cell
@@ -142,7 +142,7 @@ def kill_connect_server(ctx: Context) -> None:
 
 def metastore_down_at_publish(ctx: Context) -> None:
     wait_for_line(ctx.progress, "after_prepare try=1", timeout=240)
-    ctx.metastore.stop()
+    ctx.metastore.stop(STOP_GRACE)
 
 
 # One cell per distinct recovery path. Faults whose recovery another test already proves with real

@@ -20,6 +20,7 @@ from airflow_provider_ctas.core import markers
 from ctas_devstack.iceberg_rest import IcebergRestCatalog
 from tests.support.dags import DAGS_FOLDER, make_dag, xcom_value
 from tests.support.faults import Trial, check_observations, summarize
+from tests.support.fixtures import STOP_GRACE
 from tests.support.format_scenarios import (
     FormatProbe,
     assert_zombie_fenced,
@@ -106,7 +107,7 @@ def test_an_unreachable_catalog_is_refused_at_begin_and_fails_a_publish_that_a_r
     target = f"{CATALOG}.{NAMESPACE}.outage"
     reader.rows(f"CREATE TABLE {target} USING iceberg AS SELECT id, CAST(0 AS BIGINT) AS written_by_try FROM range(5)")
 
-    rest.stop()
+    rest.stop(STOP_GRACE)
     try:
         state, txn = iceberg_ctas("rest_down", on_rest, target_table=target, mode="replace", sql="SELECT 1 AS id")
     finally:
@@ -123,7 +124,7 @@ def test_an_unreachable_catalog_is_refused_at_begin_and_fails_a_publish_that_a_r
     started = time.monotonic()
     first = Trial(DAGS_FOLDER / f"{dag_id}.py", dag_id, "outage", tmp_path / "try1.log", faults).start()
     wait_for_line(progress, "before_publish try=1", timeout=240)
-    rest.stop()
+    rest.stop(STOP_GRACE)
     try:
         release.touch()
         first_state = first.wait()

@@ -13,7 +13,7 @@ from airflow_provider_ctas.operators import XCOM_KEY
 from tests.support.catalog import comments, count, fresh, leftovers, location, properties, table_exists
 from tests.support.dags import make_dag, run_dag, state_store_value, xcom_value
 from tests.support.faults import Reader
-from tests.support.fixtures import CONNECT_CONN_ID
+from tests.support.fixtures import CONNECT_CONN_ID, STOP_GRACE
 from tests.support.processes import wait_for_line
 
 pytestmark = pytest.mark.integration
@@ -111,7 +111,7 @@ def test_the_application_link_outlives_the_application_on_the_history_server(sta
             time.sleep(1)
         assert seen.startswith("200 ") and f"spark_catalog.{database}.linked" in seen, f"the page said: {seen[:300]}"
     finally:
-        server.stop()
+        server.stop(STOP_GRACE)
 
 
 def test_bad_column_fails_and_leaves_nothing(stack, spark, database):

@@ -20,6 +20,7 @@ from airflow_provider_ctas.core import markers
 from ctas_devstack.iceberg_rest import IcebergRestCatalog
 from tests.support.dags import DAGS_FOLDER, asset_events, load_dag, xcom_value
 from tests.support.faults import Trial
+from tests.support.fixtures import STOP_GRACE
 from tests.support.iceberg import leftovers
 from tests.support.processes import wait_for_line
 from tests.support.table_reader import TableReader
@@ -214,7 +215,7 @@ def test_a_catalog_down_at_the_commit_publishes_nothing_and_the_publishers_retry
                 if time.monotonic() > deadline:
                     return
                 time.sleep(0.2)
-            rest.stop()
+            rest.stop(STOP_GRACE)
             events.append("stopped")
         finally:
             Path(go).touch()

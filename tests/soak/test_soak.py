@@ -39,6 +39,7 @@ from tests.soak.schedule import AFTER_COMMIT_POINTS, MID_WRITE, Fault, Schedule,
 from tests.support.catalog import database_dir, fresh, leftovers
 from tests.support.dags import DAGS_FOLDER, make_dag, xcom_value
 from tests.support.faults import Reader, Trial, check_observations, summarize, wait_for_drivers_to_exit
+from tests.support.fixtures import STOP_GRACE
 from tests.support.phases import executor_for, run_all
 from tests.support.processes import kill_spark_driver
 from tests.support.soak_report import record_run
@@ -164,7 +165,7 @@ def _act(fault: Fault, trial: Trial, progress: Path, staging: Path, target: str,
     elif fault.kind == "kill-driver":
         kill_spark_driver(f"{target} try {try_number}")
     elif fault.kind == "metastore-restart":
-        metastore.stop()
+        metastore.stop(STOP_GRACE)
         try:
             time.sleep(rng.uniform(1, 6))
         finally:

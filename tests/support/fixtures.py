@@ -68,8 +68,13 @@ def metastore(s3: S3Server) -> Iterator[HiveMetastore]:
         os.environ["SPARK_LAUNCHER_OPTS"] = " ".join(JVM_FLAGS)
         yield service
     finally:
-        service.stop()
+        service.stop(STOP_GRACE)
 
+
+STOP_GRACE = 1.0
+"""How long a test's service gets to exit after SIGTERM before SIGKILL: its state is thrown away, and
+the metastore service, for one, outlasts the dev stack's 10 s default every time (a session's
+teardown spent 30 s there)."""
 
 CONNECT_CONN_ID = "spark_connect_test"
 
@@ -86,7 +91,7 @@ def connect_server(metastore: HiveMetastore) -> Iterator[ConnectServer]:
     conn = {"conn_type": "spark_connect", "host": server.host, "port": server.port, "password": token}
     os.environ[f"AIRFLOW_CONN_{CONNECT_CONN_ID.upper()}"] = json.dumps(conn)
     yield server
-    server.stop()
+    server.stop(STOP_GRACE)
 
 
 REST_CATALOG = "lake"
@@ -98,7 +103,7 @@ def rest(tmp_path_factory: pytest.TempPathFactory) -> Iterator[IcebergRestCatalo
     an xdist group, so one worker starts it)."""
     server = IcebergRestCatalog(tmp_path_factory.mktemp("iceberg-rest")).start()
     yield server
-    server.stop()
+    server.stop(STOP_GRACE)
 
 
 @pytest.fixture(scope="session")
