@@ -81,6 +81,9 @@ class Details(TypedDict, total=False):
         list[str], "list of str", "previous versions left in place because this provider did not create them"
     ]
     finalize_pending: Annotated[list[str], "list of str", "steps after a publish that failed without undoing it"]
+    unconfirmed_calls: Annotated[
+        list[str], "list of str", "publishing metastore calls whose answer was lost, found applied when read again"
+    ]
     phases: Annotated[
         list[dict[str, Any]], "list of objects", "the driver's per-phase reports: `phase`, `status`, `seconds`, "
         "`touched`, `note`"

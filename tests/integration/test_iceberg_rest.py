@@ -17,6 +17,7 @@ from pathlib import Path
 import pytest
 
 from airflow_provider_ctas.core import markers
+from ctas_devstack.fault_proxy import LOSE_MODES, FaultProxy
 from ctas_devstack.iceberg_rest import IcebergRestCatalog
 from tests.support.dags import DAGS_FOLDER, make_dag, xcom_value
 from tests.support.faults import Trial, check_observations, summarize
@@ -147,6 +148,54 @@ def test_an_unreachable_catalog_is_refused_at_begin_and_fails_a_publish_that_a_r
     assert reader.rows(f"SELECT DISTINCT written_by_try FROM {target}") == [[2]]
     assert left == [], "try 2's begin removed what try 1's failed abort could not"
     assert problem is None, summarize(poller.seen)
+
+
+@pytest.mark.parametrize("loss", LOSE_MODES)
+def test_a_publish_the_catalog_applied_but_whose_answer_was_lost_is_decided_from_the_table(
+    stack, rest, reader, on_rest, tmp_path, loss
+):
+    """The catalog applies try 1's publish commit, but its answer never reaches the driver: a proxy
+    in front of the server closes the connection once the server has answered (``close``), or
+    answers 503 in its place, as a gateway does (``503``). The driver must not fail a try whose
+    version is published: it reads the table and decides."""
+    name = f"lost_{loss}"
+    target = f"{CATALOG}.{NAMESPACE}.{name}"
+    reader.rows(f"CREATE TABLE {target} USING iceberg AS SELECT id, CAST(0 AS BIGINT) AS written_by_try FROM range(5)")
+    proxy = FaultProxy(("127.0.0.1", rest.port)).start()
+    dag_id = f"rest_lost_{loss}"
+    make_dag(dag_id, retries=1, target_table=target, mode="replace", sql=TRY_SQL, table_format="iceberg",
+             conf={**on_rest, f"spark.sql.catalog.{CATALOG}.uri": proxy.url})  # fmt: skip
+    progress, release = tmp_path / "progress", tmp_path / "release"
+    faults = {"progress_file": str(progress), "before_publish": {"wait_for": str(release), "only_try": 1}}
+    started = time.monotonic()
+    try:
+        first = Trial(DAGS_FOLDER / f"{dag_id}.py", dag_id, "lost", tmp_path / "try1.log", faults).start()
+        wait_for_line(progress, "before_publish try=1", timeout=240)
+        proxy.lose_answer(rf"^POST \S*/namespaces/{NAMESPACE}/tables/{name} HTTP", loss)
+        with TablePoller(reader, target) as poller:
+            release.touch()
+            state = first.wait()
+    finally:
+        proxy.stop()
+    txn = xcom_value(dag_id, "lost", "ctas_transaction")
+    left = _leftovers(reader, target)
+    problem = check_observations(poller.seen, {"5:0", "100:1"}, "100:1")
+    record_format_cell(
+        _probe(reader, target), f"answer-lost-{loss}",
+        "the catalog applies try 1's publish commit; a proxy then closes the connection before its answer"
+        if loss == "close" else "the catalog applies try 1's publish commit; a proxy answers 503 in its place "
+        "(Iceberg's client sends it again)", "replace", f"try 1: {state} ({txn.get('outcome')})", left,
+        poller.seen, problem, started,
+    )  # fmt: skip
+    assert len(proxy.lost) == 1, proxy.lost
+    log = (tmp_path / "try1.log").read_text(errors="replace")
+    assert state == "success", log[-3000:]
+    assert (txn["try_number"], txn["outcome"]) == (1, "published"), txn
+    assert reader.rows(f"SELECT count(*), max(written_by_try) FROM {target}") == [[100, 1]]
+    assert reader.value(f"SELECT count(*) FROM {target}.snapshots") == 2, "no other snapshot was made"
+    commit = next(p for p in txn["details"]["phases"] if p["phase"] == "commit")
+    assert "the catalog did not confirm the publish; the table shows it" in commit["note"], commit
+    assert left == [] and problem is None, problem
 
 
 def test_partition_transforms_create_and_overwrite_only_their_partitions(stack, reader, on_rest):

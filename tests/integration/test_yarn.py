@@ -197,13 +197,18 @@ def test_cluster_mode_publishes_on_the_decision_of_the_task(stack, spark, databa
     assert (app["state"], app["finalStatus"]) == ("FINISHED", "SUCCEEDED")
     assert leftovers(spark, database) == []
 
-    # A same-shape replace in place (a flip): the other publish mechanism, decided the same way.
+    # A same-shape replace in place (a flip): the other publish mechanism, decided the same way, after
+    # checks that ran in the driver and whose results came back over the channel.
+    checks = [{"type": "row_count", "min": 100}, {"type": "unique", "columns": ["id"], "scope": "result"}]
     dag = make_dag("yarn_replace", target_table=target, conn_id="spark_yarn", conf=on_yarn, mode="replace",
-                   sql="SELECT id, id % 5 AS k FROM range(120)")  # fmt: skip
+                   sql="SELECT id, id % 5 AS k FROM range(120)", checks=checks)  # fmt: skip
     run = run_dag(dag)
     txn = xcom_value("yarn_replace", run.run_id, "ctas_transaction")
     assert run.task_state == "success", txn
     assert txn["details"]["publish"]["mechanism"] == "flip", txn["details"]["publish"]
+    assert [p["phase"] for p in txn["details"]["phases"]] == ["begin", "prepare", "audit", "commit"]
+    assert {c["name"]: (c["passed"], c["value"]) for c in txn["details"]["checks"]} == {
+        "row_count": (True, 120), "unique(id)": (True, 0)}  # fmt: skip
     assert fresh(spark).table(target).count() == 120
     assert leftovers(spark, database) == []
 
@@ -220,6 +225,20 @@ def test_cluster_mode_publishes_on_the_decision_of_the_task(stack, spark, databa
         read = fresh(spark).sql(f"SELECT k, extra, count(*) FROM {target} GROUP BY k, extra ORDER BY k")
         assert [list(row) for row in read.collect()] == expected, mode
         assert leftovers(spark, database) == []
+
+    # A partition overwrite whose checks fail in the driver: the task fails the try (AUDIT_FAILED, not
+    # retried), nothing is published and the driver dropped its staging.
+    run = run_dag(make_dag("yarn_audit_fails", target_table=target, conn_id="spark_yarn", conf=on_yarn, retries=1,
+                           mode="overwrite_partitions", partition_by=["k"], checks=[{"type": "not_null",
+                           "columns": ["extra"]}], sql="SELECT id, IF(id = 3, NULL, 'z') AS extra, '1' AS k "
+                           "FROM range(9)"))  # fmt: skip
+    txn = xcom_value("yarn_audit_fails", run.run_id, "ctas_transaction")
+    assert (run.task_state, run.try_number) == ("failed", 1), txn
+    assert (txn["state"], txn["details"]["error"]["code"]) == ("aborted", "AUDIT_FAILED"), txn["details"]
+    assert [(c["name"], c["passed"], c["value"]) for c in txn["details"]["checks"]] == [("not_null(extra)", False, 1)]
+    read = fresh(spark).sql(f"SELECT k, extra, count(*) FROM {target} GROUP BY k, extra ORDER BY k")
+    assert [list(row) for row in read.collect()] == [["0", "x", 40], ["1", "y", 7]], "the failed audit published"
+    assert leftovers(spark, database) == []
 
 
 def test_a_cluster_mode_driver_whose_task_died_never_publishes_and_gives_its_containers_back(
@@ -572,17 +591,20 @@ def test_iceberg_and_delta_tables_publish_the_same_way_in_cluster_mode(
     release = SparkInstall.of_venv(venv)
     conf = {**on_yarn, **task_conf_on_spark41(monkeypatch, catalog_conf),
             **yarn.spark_conf(str(venv / "bin" / "python"), release.jars_dir)}  # fmt: skip
-    steps = [  # mode, query, rows then, mechanism: partition k=1 of 120 rows (40) is replaced by 50 rows
-        ("create", "SELECT id, id % 3 AS k FROM range(300)", 300, mechanisms[0]),
-        ("replace", "SELECT id, id % 3 AS k FROM range(120)", 120, mechanisms[1]),
-        ("overwrite_partitions", "SELECT id, 1 AS k FROM range(1000, 1050)", 130, mechanisms[1]),
+    checks = [{"type": "row_count", "min": 100}, {"type": "not_null", "columns": ["k"]}]
+    steps = [  # mode, query, rows then, mechanism, checks: partition k=1 of 120 rows (40) is replaced by 50 rows
+        ("create", "SELECT id, id % 3 AS k FROM range(300)", 300, mechanisms[0], []),
+        ("replace", "SELECT id, id % 3 AS k FROM range(120)", 120, mechanisms[1], checks),
+        ("overwrite_partitions", "SELECT id, 1 AS k FROM range(1000, 1050)", 130, mechanisms[1], []),
     ]
     try:
-        for mode, sql, rows, mechanism in steps:
+        for mode, sql, rows, mechanism, audit in steps:
             txn = _publish(yarn, f"yarn_{table_format}_{mode}", app_target, mechanism, conf=conf,
                            table_format=table_format, target_table=target, mode=mode, sql=sql,
-                           partition_by=["k"])  # fmt: skip
+                           partition_by=["k"], checks=audit)  # fmt: skip
             assert txn["details"]["spark_application"]["version"] == SPARK_FOR_FORMATS
+            passed = {c["name"]: (c["passed"], c["value"]) for c in txn["details"].get("checks", [])}
+            assert passed == ({"row_count": (True, 120), "not_null(k)": (True, 0)} if audit else {}), mode
             assert reader.value(f"SELECT count(*) FROM {target}") == rows
             assert left() == []
         assert reader.value(f"SELECT count(*) FROM {target} WHERE k = 1 AND id >= 1000") == 50

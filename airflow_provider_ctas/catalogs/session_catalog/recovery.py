@@ -96,11 +96,32 @@ def settle_backup(ctx: RunContext, backup: TableRef, info: TableInfo | None, try
             "drop it once no reader needs it"
         )
         return []
+    columns = info.partition_columns
+    elsewhere = _partitions_elsewhere(ctx, backup, info)
+    if info.table_type == "MANAGED" and ctx.catalog.engine.make_external(backup):
+        # Its data then outlives the drop: kept for readers that listed it before the swap.
+        info = dataclasses.replace(info, table_type="EXTERNAL")
     ctx.catalog.drop(backup)
-    if info.table_type == "EXTERNAL" and info.location:
+    if info.table_type == "EXTERNAL":
         # An external table's data outlives DROP TABLE: retire it as a flip retires its old directory.
-        return [f"{backup} (previous version's table dropped)", *retention.remove_superseded(ctx, info.location, "")]
-    return [f"{backup} (previous version dropped)"]
+        touched = [f"{backup} (previous version's table dropped)"]
+        touched += retention.remove_superseded(ctx, info.location or "", "")
+        return touched + (retention.remove_superseded_partitions(ctx, columns, elsewhere) if elsewhere else [])
+    # The metastore deleted a managed table's partitions (Spark Connect cannot make it external),
+    # also those an earlier run switched in from its own data root, which is left holding its marker.
+    touched = [f"{backup} (previous version dropped)"]
+    for root in sorted({location.rsplit("/", len(columns))[0] for location in elsewhere}):
+        touched += retention.delete_if_empty(ctx, root)
+    return touched
+
+
+def _partitions_elsewhere(ctx: RunContext, table: TableRef, info: TableInfo) -> list[str]:
+    """Locations of ``table``'s partitions outside its own directory (switched in by earlier runs)."""
+    if not info.partition_columns:
+        return []
+    own = (info.location or "").rstrip("/") + "/"
+    locations = ctx.catalog.partitions(table, list(info.partition_columns)).values()
+    return [loc.rstrip("/") for loc in locations if not loc.startswith(own)]
 
 
 def restore(ctx: RunContext, backup: TableInfo | None, target: TableRef) -> None:

@@ -41,7 +41,7 @@ def remove_superseded_partitions(ctx: RunContext, columns: Sequence[str], old_lo
             swept.add(root)
             touched += _sweep(ctx, root, depth=len(columns))
         touched.append(_retire(ctx, old_location))
-        touched += _delete_if_empty(ctx, root)
+        touched += delete_if_empty(ctx, root)
     return touched
 
 
@@ -78,11 +78,11 @@ def _sweep(ctx: RunContext, root: str, depth: int) -> list[str]:
         if markers.SupersededRecord.parse(ctx.catalog.fs.read_text(f"{entry.path}/{markers.SUPERSEDED_FILE}")):
             ctx.catalog.fs.delete(entry.path)
             touched.append(f"{entry.path} (superseded version deleted: its retention ended)")
-            touched += _delete_if_empty(ctx, entry.path.rstrip("/").rsplit("/", depth)[0] if depth else "")
+            touched += delete_if_empty(ctx, entry.path.rstrip("/").rsplit("/", depth)[0] if depth else "")
     return touched
 
 
-def _delete_if_empty(ctx: RunContext, root: str) -> list[str]:
+def delete_if_empty(ctx: RunContext, root: str) -> list[str]:
     """A run's data root whose partitions were all superseded and deleted holds only its marker."""
     if not root or not markers.parse_reserved_name(root.rsplit("/", 1)[-1]):
         return []

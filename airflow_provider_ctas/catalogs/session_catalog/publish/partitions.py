@@ -12,7 +12,7 @@ from airflow_provider_ctas.catalogs.session_catalog import retention
 from airflow_provider_ctas.catalogs.session_catalog.context import RunContext
 from airflow_provider_ctas.catalogs.session_catalog.plan import Publish, partition_names, schema_drift
 from airflow_provider_ctas.catalogs.session_catalog.publish.fence import require_own_staging, revoked, still_own_staging
-from airflow_provider_ctas.catalogs.session_catalog.publish.request import Publication
+from airflow_provider_ctas.catalogs.session_catalog.publish.request import Publication, applied
 from airflow_provider_ctas.core.errors import FencedError, PublishError
 from airflow_provider_ctas.core.identifiers import TableRef, quote, sql_string_literal
 from airflow_provider_ctas.spark.errors import first_line
@@ -48,11 +48,7 @@ def publish_partitions(ctx: RunContext, pub: Publication) -> None:
     try:
         added = sorted((v, loc) for v, loc in staged_partitions.items() if v not in current)
         if added:  # one metastore call (add_partitions), all or nothing
-            clauses = " ".join(
-                f"{partition_clause(columns, values)} LOCATION {sql_string_literal(location)}"
-                for values, location in added
-            )
-            ctx.catalog.sql(f"ALTER TABLE {target.quoted} ADD {clauses}")
+            _add(ctx, columns, added)
             switched += [(values, None) for values, _ in added]
             ctx.fault("publish_between_partitions")
         existing = {v: loc for v, loc in staged_partitions.items() if v in current}
@@ -126,3 +122,21 @@ def _revert(ctx: RunContext, columns: list[str], switched: Switched) -> None:
                 ctx.catalog.sql(f"ALTER TABLE {target.quoted} {clause} SET LOCATION {sql_string_literal(old_location)}")
         except Exception as exc:  # noqa: BLE001 - keep switching the others back; each failure is logged
             ctx.log.warning(f"could not switch {clause} of {target} back: {first_line(exc)}")
+
+
+def _add(ctx: RunContext, columns: list[str], added: list[tuple[tuple[str, ...], str]]) -> None:
+    target = ctx.table.target
+    clauses = " ".join(
+        f"{partition_clause(columns, values)} LOCATION {sql_string_literal(location)}" for values, location in added
+    )
+    try:
+        ctx.catalog.sql(f"ALTER TABLE {target.quoted} ADD {clauses}")
+    except Exception as exc:
+        if not applied(ctx, f"adding {len(added)} partition(s) to {target}", exc, lambda: _added(ctx, columns, added)):
+            raise
+
+
+def _added(ctx: RunContext, columns: list[str], added: list[tuple[tuple[str, ...], str]]) -> bool:
+    """Every partition of ``added`` is in the target, at the location this try staged it at."""
+    now = ctx.catalog.partitions(ctx.table.target, columns)
+    return all(now.get(values, "").rstrip("/") == location.rstrip("/") for values, location in added)

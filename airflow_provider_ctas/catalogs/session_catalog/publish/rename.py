@@ -8,7 +8,7 @@ import time
 from airflow_provider_ctas.catalogs.metastore import ownership
 from airflow_provider_ctas.catalogs.session_catalog.context import RunContext
 from airflow_provider_ctas.catalogs.session_catalog.plan import Publish, partition_names
-from airflow_provider_ctas.catalogs.session_catalog.publish.request import Publication
+from airflow_provider_ctas.catalogs.session_catalog.publish.request import Publication, applied, renamed_in
 from airflow_provider_ctas.core.errors import LeftoverError, PublishError, TargetExistsError
 from airflow_provider_ctas.core.modes import Mode
 from airflow_provider_ctas.core.protocol import PhaseReport
@@ -28,8 +28,12 @@ def publish_by_rename(ctx: RunContext, pub: Publication) -> None:
     )
     started = time.monotonic()
     try:
+        ctx.fault("publish_before_rename")
         ctx.catalog.rename(staging, target)
     except Exception as exc:
+        if applied(ctx, f"renaming {staging} to {target}", exc, lambda: renamed_in(ctx, staging)):
+            _published(ctx, pub, partitions, time.monotonic() - started)
+            return
         # A concurrent creator that wins the rename shows up as TABLE_OR_VIEW_ALREADY_EXISTS, as
         # LOCATION_ALREADY_EXISTS (its directory moved, its metastore commit not yet visible) or as
         # the metastore's own "new table ... already exists": all three are a lost race once the
@@ -44,7 +48,11 @@ def publish_by_rename(ctx: RunContext, pub: Publication) -> None:
                     f"{target}'s directory appeared while this task ran and blocks the publish: {first_line(exc)}"
                 ) from exc
         raise PublishError(f"could not rename {staging} to {target}: {first_line(exc)}") from exc
-    seconds = time.monotonic() - started
+    _published(ctx, pub, partitions, time.monotonic() - started)
+
+
+def _published(ctx: RunContext, pub: Publication, partitions: list[str], seconds: float) -> None:
+    staging, target = pub.staging, ctx.table.target
     ctx.progress.publish()
     # External staging (object stores): the rename is metadata only and the table stays external.
     external = pub.plan.external_staging
@@ -52,7 +60,7 @@ def publish_by_rename(ctx: RunContext, pub: Publication) -> None:
     if partitions:
         ctx.details["publish"]["partitions"] = partitions
     kind = "external, no data moved" if external else "managed"
-    report.touched.append(f"{staging} -> {target} (renamed in {seconds:.3f}s, {kind})")
+    pub.report.touched.append(f"{staging} -> {target} (renamed in {seconds:.3f}s, {kind})")
 
 
 def target_appeared(ctx: RunContext, wait_seconds: float = 10.0) -> bool:

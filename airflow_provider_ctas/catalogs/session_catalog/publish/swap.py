@@ -19,10 +19,11 @@ from airflow_provider_ctas.catalogs.metastore.catalog import now_iso
 from airflow_provider_ctas.catalogs.session_catalog.context import RunContext
 from airflow_provider_ctas.catalogs.session_catalog.plan import Publish
 from airflow_provider_ctas.catalogs.session_catalog.publish.rename import publish_by_rename
-from airflow_provider_ctas.catalogs.session_catalog.publish.request import Publication
+from airflow_provider_ctas.catalogs.session_catalog.publish.request import Publication, applied, renamed_in
 from airflow_provider_ctas.catalogs.session_catalog.recovery import restore, settle_backup, unset_superseded
 from airflow_provider_ctas.core import markers
 from airflow_provider_ctas.core.errors import PublishError, UnsupportedTargetError
+from airflow_provider_ctas.core.identifiers import TableRef
 from airflow_provider_ctas.spark.errors import first_line
 
 
@@ -46,19 +47,22 @@ def publish_by_swap(ctx: RunContext, pub: Publication) -> None:
     )
     started = time.monotonic()
     try:
+        ctx.fault("publish_before_move_aside")
         ctx.catalog.rename_in_place(target_info, backup)
     except Exception as exc:
-        unset_superseded(ctx, target)
-        raise PublishError(f"could not move {target} aside: {first_line(exc)}; it is unchanged") from exc
+        if not applied(ctx, f"moving {target} aside", exc, lambda: _moved_aside(ctx, backup)):
+            unset_superseded(ctx, target)
+            raise PublishError(f"could not move {target} aside: {first_line(exc)}; it is unchanged") from exc
     gap_started = time.monotonic()
     try:
         ctx.fault("publish_after_move_aside")
         ctx.catalog.rename(staging, target)
     except Exception as exc:
-        restore(ctx, ctx.catalog.table_info(backup), target)
-        raise PublishError(
-            f"could not rename {staging} to {target}: {first_line(exc)}; the previous version was restored"
-        ) from exc
+        if not applied(ctx, f"renaming {staging} to {target}", exc, lambda: renamed_in(ctx, staging)):
+            restore(ctx, ctx.catalog.table_info(backup), target)
+            raise PublishError(
+                f"could not rename {staging} to {target}: {first_line(exc)}; the previous version was restored"
+            ) from exc
     finished = time.monotonic()
     ctx.progress.publish()
     ctx.details["publish"] = {
@@ -70,3 +74,11 @@ def publish_by_swap(ctx: RunContext, pub: Publication) -> None:
         f"{target} -> {backup}, {staging} -> {target} (target missing for {finished - gap_started:.3f}s)"
     )
     report.touched += settle_backup(ctx, backup, ctx.catalog.table_info(backup), table.try_number)
+
+
+def _moved_aside(ctx: RunContext, backup: TableRef) -> bool:
+    """The target is gone and ``backup`` is this try's: the move aside happened."""
+    info = ctx.catalog.table_info(backup)
+    expected = markers.superseded_by_value(ctx.table.txn_id, ctx.table.try_number)
+    moved = info is not None and info.properties.get(markers.SUPERSEDED_BY) == expected
+    return moved and ctx.catalog.table_info(ctx.table.target) is None

@@ -1,0 +1,142 @@
+"""A TCP proxy in front of a service that fails on demand, for faults a real service cannot be made
+to have: a request the service applied whose answer never reaches the client (the connection
+closes, or a gateway answers 503 instead), and a service that refuses new connections.
+
+It runs in the test's process (a thread per direction of each connection) and forwards bytes as
+they come. The faults are one-shot and armed by the test: ``lose_answer(pattern)`` lets the next
+request whose bytes match (an HTTP request line: ``^POST /path``; a Thrift call: its method name or
+an argument) reach the service, waits for the service's answer, and then
+closes the client's connection without it (``mode="close"``) or answers ``503`` in its place
+(``mode="503"``), which Iceberg's REST client retries.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import re
+import socket
+import threading
+from dataclasses import dataclass, field
+
+SERVICE_UNAVAILABLE = b"HTTP/1.1 503 Service Unavailable\r\nContent-Length: 0\r\nConnection: close\r\n\r\n"
+LOSE_MODES = ("close", "503")
+
+
+@dataclass
+class _Armed:
+    pattern: re.Pattern[bytes]
+    mode: str
+
+
+@dataclass
+class FaultProxy:
+    target: tuple[str, int]
+    host: str = "127.0.0.1"
+    lost: list[str] = field(default_factory=list)
+    """The request lines whose answers were lost, in order."""
+    refused: int = 0
+    _armed: _Armed | None = None
+    _refusing: bool = False
+    _lock: threading.Lock = field(default_factory=threading.Lock)
+    _listener: socket.socket | None = None
+
+    @property
+    def port(self) -> int:
+        assert self._listener is not None, "start() first"
+        return int(self._listener.getsockname()[1])
+
+    @property
+    def url(self) -> str:
+        return f"http://{self.host}:{self.port}"
+
+    def start(self) -> FaultProxy:
+        self._listener = socket.create_server((self.host, 0))
+        threading.Thread(target=self._accept, name="fault-proxy", daemon=True).start()
+        return self
+
+    def stop(self) -> None:
+        if self._listener is not None:
+            with contextlib.suppress(OSError):
+                self._listener.close()
+
+    def lose_answer(self, request: str, mode: str = "close") -> None:
+        """The answer to the next request whose first chunk matches ``request`` (a regex) is lost."""
+        if mode not in LOSE_MODES:
+            raise ValueError(f"mode must be one of {LOSE_MODES}, not {mode!r}")
+        with self._lock:
+            self._armed = _Armed(re.compile(request.encode()), mode)
+
+    def refuse(self, refusing: bool = True) -> None:
+        """New connections are closed at once while ``refusing`` (the service looks down)."""
+        self._refusing = refusing
+
+    def _accept(self) -> None:
+        assert self._listener is not None
+        while True:
+            try:
+                client, _ = self._listener.accept()
+            except OSError:
+                return
+            if self._refusing:
+                self.refused += 1
+                client.close()
+                continue
+            try:
+                upstream = socket.create_connection(self.target, timeout=10)
+                upstream.settimeout(None)
+            except OSError:
+                client.close()
+                continue
+            _Connection(self, client, upstream).start()
+
+    def _claim(self, chunk: bytes) -> str | None:
+        """The loss mode when ``chunk`` is the armed request (disarming it), else None."""
+        with self._lock:
+            armed = self._armed
+            found = armed.pattern.search(chunk) if armed is not None else None
+            if armed is None or found is None:
+                return None
+            self._armed = None
+            line = chunk.split(b"\r\n", 1)[0] if chunk[:1].isalpha() else found.group(0)
+            self.lost.append(line.decode(errors="replace"))
+            return armed.mode
+
+
+class _Connection:
+    def __init__(self, proxy: FaultProxy, client: socket.socket, upstream: socket.socket) -> None:
+        self.proxy, self.client, self.upstream = proxy, client, upstream
+        self.losing: str | None = None
+
+    def start(self) -> None:
+        threading.Thread(target=self._requests, daemon=True).start()
+        threading.Thread(target=self._answers, daemon=True).start()
+
+    def _requests(self) -> None:
+        try:
+            while data := self.client.recv(65536):
+                if self.losing is None:
+                    self.losing = self.proxy._claim(data)
+                self.upstream.sendall(data)
+        except OSError:
+            pass
+        self._close()
+
+    def _answers(self) -> None:
+        try:
+            while data := self.upstream.recv(65536):
+                if self.losing is not None:
+                    # The service answered: it has applied the request. Its answer goes nowhere.
+                    if self.losing == "503":
+                        self.client.sendall(SERVICE_UNAVAILABLE)
+                    break
+                self.client.sendall(data)
+        except OSError:
+            pass
+        self._close()
+
+    def _close(self) -> None:
+        for sock in (self.client, self.upstream):
+            with contextlib.suppress(OSError):
+                sock.shutdown(socket.SHUT_RDWR)
+            with contextlib.suppress(OSError):
+                sock.close()

@@ -1,0 +1,79 @@
+"""ctas_devstack/fault_proxy.py: the service applies the request whose answer the proxy loses, the
+loss is one-shot and only for the request it names, and a refusing proxy lets nothing through."""
+
+from __future__ import annotations
+
+import http.client
+import threading
+from collections.abc import Iterator
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from typing import ClassVar
+
+import pytest
+
+from ctas_devstack.fault_proxy import FaultProxy
+
+
+class _Service(BaseHTTPRequestHandler):
+    applied: ClassVar[list[str]] = []
+
+    def do_POST(self) -> None:
+        body = self.rfile.read(int(self.headers["Content-Length"]))
+        self.applied.append(f"{self.path} {body.decode()}")
+        self.send_response(200)
+        self.send_header("Content-Length", "2")
+        self.end_headers()
+        self.wfile.write(b"ok")
+
+    def log_message(self, *args: object) -> None:
+        pass
+
+
+@pytest.fixture
+def proxy() -> Iterator[FaultProxy]:
+    _Service.applied = []
+    server = ThreadingHTTPServer(("127.0.0.1", 0), _Service)
+    threading.Thread(target=server.serve_forever, daemon=True).start()
+    proxy = FaultProxy(("127.0.0.1", server.server_address[1])).start()
+    yield proxy
+    proxy.stop()
+    server.shutdown()
+
+
+def _post(proxy: FaultProxy, path: str, body: str, connection: http.client.HTTPConnection | None = None) -> str:
+    connection = connection or http.client.HTTPConnection("127.0.0.1", proxy.port, timeout=10)
+    connection.request("POST", path, body=body)
+    response = connection.getresponse()
+    return f"{response.status} {response.read().decode()}"
+
+
+def test_a_lost_answer_is_applied_by_the_service_and_closes_the_connection(proxy):
+    connection = http.client.HTTPConnection("127.0.0.1", proxy.port, timeout=10)
+    assert _post(proxy, "/tables/t/metrics", "m", connection) == "200 ok", "the keep-alive connection works"
+    proxy.lose_answer(r"^POST /tables/t HTTP")
+    with pytest.raises((http.client.RemoteDisconnected, ConnectionError)):
+        _post(proxy, "/tables/t", "commit", connection)
+    assert _Service.applied == ["/tables/t/metrics m", "/tables/t commit"], "the service applied it"
+    assert proxy.lost == ["POST /tables/t HTTP/1.1"]
+    assert _post(proxy, "/tables/t", "again") == "200 ok", "one-shot"
+
+
+def test_a_gateway_503_replaces_the_answer_of_an_applied_request(proxy):
+    proxy.lose_answer(r"^POST /tables/t HTTP", mode="503")
+    assert _post(proxy, "/tables/other", "x") == "200 ok", "another request is not the armed one"
+    assert _post(proxy, "/tables/t", "commit") == "503 "
+    assert _Service.applied == ["/tables/other x", "/tables/t commit"]
+
+
+def test_a_refusing_proxy_lets_no_request_through(proxy):
+    proxy.refuse()
+    with pytest.raises((http.client.RemoteDisconnected, ConnectionError)):
+        _post(proxy, "/tables/t", "x")
+    proxy.refuse(False)
+    assert _post(proxy, "/tables/t", "y") == "200 ok"
+    assert _Service.applied == ["/tables/t y"] and proxy.refused == 1
+
+
+def test_only_the_known_loss_modes_are_accepted(proxy):
+    with pytest.raises(ValueError, match="mode must be one of"):
+        proxy.lose_answer("^POST", mode="drop")
