@@ -82,7 +82,7 @@ def pytest_xdist_make_scheduler(config, log):
 def pytest_collection_modifyitems(config, items):
     """Every test that starts no real process is a ``unit`` test (the fast gate runs them first).
     Longest first: slow tests, then the other integration tests, then unit tests. The scheduler
-    (above) sends the module groups first, then one test at a time, so the two workers end on short
+    (above) sends the module groups first, then one test at a time, so the workers end on short
     tests together instead of one finishing a multi-minute test alone."""
     for item in items:
         if item.get_closest_marker("integration") is None:

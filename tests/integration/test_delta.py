@@ -43,7 +43,7 @@ from tests.support.processes import wait_for_line
 from tests.support.spark_versions import on_release, pyspark_venv
 from tests.support.table_reader import SPARK_FOR_FORMATS, TablePoller
 
-# One test worker runs the whole module: its module-scoped services start once, not on both workers.
+# One test worker runs the whole module: its module-scoped services start once, not on every worker.
 pytestmark = [pytest.mark.integration, pytest.mark.slow, pytest.mark.formats, pytest.mark.xdist_group("delta")]
 
 

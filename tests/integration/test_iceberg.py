@@ -42,7 +42,7 @@ from tests.support.iceberg import (
 from tests.support.processes import wait_for_line
 from tests.support.table_reader import TablePoller
 
-# One test worker runs the whole module: its module-scoped services start once, not on both workers.
+# One test worker runs the whole module: its module-scoped services start once, not on every worker.
 pytestmark = [pytest.mark.integration, pytest.mark.slow, pytest.mark.formats, pytest.mark.xdist_group("iceberg")]
 
 TRY_SQL = "SELECT id, CAST({{ ti.try_number }} AS BIGINT) AS written_by_try FROM range(100)"

@@ -32,7 +32,7 @@ from tests.support.iceberg import iceberg_ctas, leftovers, probe
 from tests.support.processes import wait_for_line
 from tests.support.table_reader import TablePoller, TableReader
 
-# One test worker runs the whole module: its module-scoped services start once, not on both workers.
+# One test worker runs the whole module: its module-scoped services start once, not on every worker.
 pytestmark = [pytest.mark.integration, pytest.mark.slow, pytest.mark.formats, pytest.mark.xdist_group("iceberg_rest")]
 
 CATALOG = "lake"

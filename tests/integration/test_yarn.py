@@ -17,14 +17,16 @@ from typing import Any
 
 import pytest
 
+from airflow_provider_ctas.catalogs.iceberg.group_table import GROUP
 from airflow_provider_ctas.core import markers
 from ctas_devstack.netns import ClusterNetwork
 from ctas_devstack.yarn import YarnCluster
 from tests.support.catalog import count, fresh, leftovers, properties, table_exists
-from tests.support.dags import DAGS_FOLDER, make_dag, run_dag, xcom_value
+from tests.support.dags import DAGS_FOLDER, load_dag, make_dag, run_dag, xcom_value
 from tests.support.delta import DeltaReader, delta_conf
 from tests.support.faults import Reader, Trial, check_observations, summarize
-from tests.support.iceberg import CATALOG, IcebergReader, iceberg_conf, task_conf_on_spark41
+from tests.support.fixtures import REST_CATALOG
+from tests.support.iceberg import CATALOG, IcebergReader, iceberg_conf, iceberg_jar, task_conf_on_spark41
 from tests.support.iceberg import leftovers as iceberg_leftovers
 from tests.support.jvm import SparkInstall
 from tests.support.processes import wait_for_line
@@ -33,7 +35,7 @@ from tests.support.spark_versions import pyspark_venv
 from tests.support.table_reader import SPARK_FOR_FORMATS, TableReader
 from tests.support.waiting import wait_until
 
-# One test worker runs the whole module: its module-scoped services start once, not on both workers.
+# One test worker runs the whole module: its module-scoped services start once, not on every worker.
 pytestmark = [
     pytest.mark.integration,
     pytest.mark.slow,
@@ -44,12 +46,12 @@ pytestmark = [
 
 
 @pytest.fixture(scope="module")
-def yarn(metastore, tmp_path_factory) -> Iterator[YarnCluster]:
-    """The cluster in a network of its own: the task reaches it, it reaches the metastore service
-    and nothing else of this host (``ctas_devstack/netns.py``), as a cluster that cannot open a
-    connection to the Airflow worker."""
+def yarn(metastore, rest, tmp_path_factory) -> Iterator[YarnCluster]:
+    """The cluster in a network of its own: the task reaches it, it reaches the metastore service and
+    the Iceberg REST catalog and nothing else of this host (``ctas_devstack/netns.py``), as a cluster
+    that cannot open a connection to the Airflow worker."""
     root = tmp_path_factory.mktemp("yarn")
-    network = ClusterNetwork(root / "network.log", allow=(metastore.port,)).up()
+    network = ClusterNetwork(root / "network.log", allow=(metastore.port, rest.port)).up()
     try:
         cluster = YarnCluster(root, memory_mb=6144, vcores=4, network=network).start()
         yield cluster
@@ -568,20 +570,30 @@ def test_on_kill_kills_the_yarn_application_and_its_abort_removes_the_staging(
     assert left == [] and problem is None, problem
 
 
-@pytest.mark.parametrize("table_format", ["iceberg", "delta"])
+@pytest.mark.parametrize("table_format", ["iceberg", "iceberg-rest", "delta"])
 def test_iceberg_and_delta_tables_publish_the_same_way_in_cluster_mode(
-    table_format, stack, metastore, database, yarn, on_yarn, monkeypatch, tmp_path
+    table_format, stack, metastore, database, yarn, on_yarn, monkeypatch, tmp_path, request
 ):
     """A table of each format from a driver in a YARN container (Spark 4.1's, the format's jars
-    shipped by YARN): a staged create's rename, then a same-shape replace and an
-    ``overwrite_partitions`` (Iceberg: a branch swap; Delta: one Delta commit), each decided by the
-    task over the channel."""
+    shipped by YARN), Iceberg's in a Hive catalog and in a REST catalog: a staged create's rename,
+    then a same-shape replace and an ``overwrite_partitions`` (Iceberg: a branch swap; Delta: one
+    Delta commit), each decided by the task over the channel."""
     reader: TableReader
     if table_format == "iceberg":
         catalog_conf, reader = iceberg_conf(metastore), IcebergReader(metastore, tmp_path / "reader.log")
         target = app_target = f"{CATALOG}.{database}.on_yarn"
         mechanisms = ("rename", "branch")
         left: Callable[[], list[str]] = lambda: iceberg_leftovers(reader, f"{CATALOG}.{database}", target)  # noqa: E731
+    elif table_format == "iceberg-rest":
+        rest = request.getfixturevalue("rest")
+        catalog_conf, reader = (
+            {"spark.jars": iceberg_jar(), **rest.conf(REST_CATALOG)},
+            request.getfixturevalue("rest_reader"),
+        )
+        reader.rows(f"CREATE NAMESPACE IF NOT EXISTS {REST_CATALOG}.{database}")
+        target = app_target = f"{REST_CATALOG}.{database}.on_yarn"
+        mechanisms = ("rename", "branch")
+        left = lambda: iceberg_leftovers(reader, f"{REST_CATALOG}.{database}", target)  # noqa: E731
     else:
         catalog_conf, delta_reader = delta_conf(), DeltaReader(tmp_path / "reader.log")
         reader, target, app_target = delta_reader, f"{database}.on_yarn", f"spark_catalog.{database}.on_yarn"
@@ -599,8 +611,8 @@ def test_iceberg_and_delta_tables_publish_the_same_way_in_cluster_mode(
     ]
     try:
         for mode, sql, rows, mechanism, audit in steps:
-            txn = _publish(yarn, f"yarn_{table_format}_{mode}", app_target, mechanism, conf=conf,
-                           table_format=table_format, target_table=target, mode=mode, sql=sql,
+            txn = _publish(yarn, f"yarn_{table_format.replace('-', '_')}_{mode}", app_target, mechanism, conf=conf,
+                           table_format=table_format.split("-")[0], target_table=target, mode=mode, sql=sql,
                            partition_by=["k"], checks=audit)  # fmt: skip
             assert txn["details"]["spark_application"]["version"] == SPARK_FOR_FORMATS
             passed = {c["name"]: (c["passed"], c["value"]) for c in txn["details"].get("checks", [])}
@@ -610,4 +622,58 @@ def test_iceberg_and_delta_tables_publish_the_same_way_in_cluster_mode(
         assert reader.value(f"SELECT count(*) FROM {target} WHERE k = 1 AND id >= 1000") == 50
         assert reader.value(f"SELECT count(*) FROM {target} WHERE k <> 1") == 80, "an unstaged partition changed"
     finally:
-        reader.close()
+        if table_format != "iceberg-rest":  # the session's reader outlives the test
+            reader.close()
+
+
+GROUP_DAG = """\
+import json
+import pendulum
+from airflow.sdk import DAG
+from airflow_provider_ctas.operators import AtomicCtasOperator, PublishGroupOperator
+
+CONF = json.loads({conf!r})
+with DAG({dag_id!r}, schedule=None, start_date=pendulum.datetime(2024, 1, 1, tz="UTC"), catchup=False) as dag:
+    members = [
+        AtomicCtasOperator(task_id=name, sql=f"SELECT id, 2 AS v FROM range({{rows}})", target_table=table,
+                           mode="replace", table_format="iceberg", conn_id="spark_yarn", conf=CONF,
+                           publish_group="publish")
+        for name, table, rows in {members!r}
+    ]
+    members >> PublishGroupOperator(task_id="publish")
+"""
+
+
+def test_a_publish_group_of_cluster_mode_drivers_publishes_its_members_in_one_commit(
+    stack, database, yarn, on_yarn, monkeypatch, request
+):
+    """Two members stage and hold their Iceberg tables on a REST catalog from drivers in YARN
+    containers, each deciding over its channel; the publisher's own driver in YARN publishes both in
+    one multi-table commit."""
+    rest, reader = request.getfixturevalue("rest"), request.getfixturevalue("rest_reader")
+    namespace = f"{REST_CATALOG}.{database}"
+    reader.rows(f"CREATE NAMESPACE IF NOT EXISTS {namespace}")
+    members = [("facts", f"{namespace}.facts", 20), ("dims", f"{namespace}.dims", 5)]
+    for _, table, _ in members:
+        reader.rows(f"CREATE TABLE {table} USING iceberg AS SELECT id, 1 AS v FROM range(10)")
+    venv = pyspark_venv(SPARK_FOR_FORMATS)
+    catalog_conf = {"spark.jars": iceberg_jar(), **rest.conf(REST_CATALOG)}
+    conf = {**on_yarn, **task_conf_on_spark41(monkeypatch, catalog_conf),
+            **yarn.spark_conf(str(venv / "bin" / "python"), SparkInstall.of_venv(venv).jars_dir)}  # fmt: skip
+    path = DAGS_FOLDER / "yarn_group.py"
+    path.write_text(GROUP_DAG.format(conf=json.dumps(conf), dag_id="yarn_group", members=members))
+    run = load_dag(path).test()
+    states = {ti.task_id: str(ti.state) for ti in run.get_task_instances()}
+    assert states == {"facts": "success", "dims": "success", "publish": "success"}, states
+    for _, table, rows in members:
+        assert reader.rows(f"SELECT count(*), max(v) FROM {table}") == [[rows, 2]], table
+        app = _application(yarn, f"{table}", 1)
+        assert app["finalStatus"] == "SUCCEEDED", app
+    groups = {reader.properties(table)[GROUP] for _, table, _ in members}
+    assert len(groups) == 1, "both were published by the same group commit"
+    publisher = max((a for a in yarn.apps() if a["name"] == "airflow-ctas group publish try 1"),
+                    key=lambda a: int(a["startedTime"]))  # fmt: skip
+    assert publisher["finalStatus"] == "SUCCEEDED", publisher
+    assert (
+        iceberg_leftovers(reader, namespace, members[0][1]) + iceberg_leftovers(reader, namespace, members[1][1]) == []
+    )
