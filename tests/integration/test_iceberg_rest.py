@@ -25,6 +25,7 @@ from tests.support.fixtures import STOP_GRACE
 from tests.support.format_scenarios import (
     FormatProbe,
     assert_zombie_fenced,
+    kill_mid_write_then_after_publish,
     record_format_cell,
     zombie_in_publish_window,
 )
@@ -232,6 +233,26 @@ def test_partition_transforms_create_and_overwrite_only_their_partitions(stack, 
     assert "partitioning ['days(ts)']" in txn["details"]["error"]["message"]
     assert "prepare" not in [p["phase"] for p in txn["details"]["phases"]]
     assert _leftovers(reader, target) == []
+
+
+def test_a_driver_killed_mid_write_publishes_nothing_and_a_retry_after_a_landed_publish_writes_nothing(
+    stack, reader, on_rest, tmp_path
+):
+    """Try 1's driver is SIGKILLed mid-write: nothing published, its branch and fence go with try
+    2's begin. Try 2's task process is SIGKILLed right after its publish: try 3 reports
+    already_published and commits no new snapshot."""
+    target = f"{CATALOG}.{NAMESPACE}.killed"
+    reader.rows(
+        f"CREATE TABLE {target} USING iceberg AS SELECT id, CAST(0 AS BIGINT) AS written_by_try, "
+        "CAST(NULL AS STRING) AS pause FROM range(5)"
+    )
+    result = kill_mid_write_then_after_publish(_probe(reader, target), target, "replace", on_rest, tmp_path)
+    assert result["try1"] != "success"
+    assert "already published by try 2" in (tmp_path / "try3.log").read_text(errors="replace")
+    assert result["try3"] == "success" and result["new_versions"] == 0, "the retry wrote nothing"
+    assert reader.rows(f"SELECT count(*), max(written_by_try) FROM {target}") == [[200, 2]]
+    assert result["left"] == []
+    assert result["problem"] is None, summarize(result["seen"])
 
 
 def test_a_durable_replace_whose_task_died_at_the_decision_is_published_by_the_next_try_without_the_query(

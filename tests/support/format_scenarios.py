@@ -57,14 +57,14 @@ def kill_mid_write_then_after_publish(
     SIGKILLed right after its publish; try 3 runs without a fault. Records the cell; returns what
     the test asserts on. The rows have columns ``id, written_by_try, pause`` and, for
     ``overwrite_partitions``, ``part`` (always 'p', the partition overwritten)."""
-    dag_id = f"{probe.table_format}_kill_{mode}"
+    dag_id = f"{probe.table_format.replace('-', '_')}_kill_{mode}"
     slow = "reflect('java.lang.Thread', 'sleep', CAST({{ 200 if ti.try_number == 1 else 0 }} AS BIGINT))"
     written_by = "CAST({{ ti.try_number }} AS BIGINT) AS written_by_try"
     dag: dict[str, Any] = {"partition_by": ["part"]} if mode == "overwrite_partitions" else {}
     part = ", 'p' AS part" if dag else ""
     sql = f"SELECT id, {written_by}, {slow} AS pause{part} FROM range(0, 200, 1, 2)"
-    make_dag(dag_id, retries=3, target_table=target, mode=mode, sql=sql, table_format=probe.table_format, conf=conf,
-             **dag)  # fmt: skip
+    make_dag(dag_id, retries=3, target_table=target, mode=mode, sql=sql, conf=conf,
+             table_format=probe.table_format.split("-")[0], **dag)  # fmt: skip
     progress = tmp_path / "progress"
 
     def trial(n: int, faults: dict[str, Any]) -> Trial:
