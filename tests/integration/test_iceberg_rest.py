@@ -184,8 +184,8 @@ def test_a_publish_the_catalog_applied_but_whose_answer_was_lost_is_decided_from
     record_format_cell(
         _probe(reader, target), f"answer-lost-{loss}",
         "the catalog applies try 1's publish commit; a proxy then closes the connection before its answer"
-        if loss == "close" else "the catalog applies try 1's publish commit; a proxy answers 503 in its place "
-        "(Iceberg's client sends it again)", "replace", f"try 1: {state} ({txn.get('outcome')})", left,
+        if loss == "close" else "the catalog applies try 1's publish commit; a proxy answers 503 in its place, as "
+        "a gateway does", "replace", f"try 1: {state} ({txn.get('outcome')})", left,
         poller.seen, problem, started,
     )  # fmt: skip
     assert len(proxy.lost) == 1, proxy.lost
