@@ -7,7 +7,7 @@ they come. The faults are one-shot and armed by the test: ``lose_answer(pattern)
 request whose bytes match (an HTTP request line: ``^POST /path``; a Thrift call: its method name or
 an argument) reach the service, waits for the service's answer, and then
 closes the client's connection without it (``mode="close"``) or answers ``503`` in its place
-(``mode="503"``), which Iceberg's REST client retries.
+(``mode="503"``, as a gateway does; Iceberg 1.11's REST client does not send a commit again after it).
 """
 
 from __future__ import annotations

@@ -656,7 +656,7 @@ def test_a_publish_group_of_cluster_mode_drivers_publishes_its_members_in_one_co
     assert states == {"facts": "success", "dims": "success", "publish": "success"}, states
     for _, table, rows in members:
         assert reader.rows(f"SELECT count(*), max(v) FROM {table}") == [[rows, 2]], table
-        app = _application(yarn, f"{table}", 1)
+        app = _application(yarn, table, 1)
         assert app["finalStatus"] == "SUCCEEDED", app
     groups = {reader.properties(table)[GROUP] for _, table, _ in members}
     assert len(groups) == 1, "both were published by the same group commit"
