@@ -9,6 +9,7 @@ from airflow_provider_ctas.core.checks import (
     RowCountChange,
     SqlCheck,
     Unique,
+    ValueRange,
 )
 
-__all__ = ["AcceptedValues", "Check", "NotNull", "RowCount", "RowCountChange", "SqlCheck", "Unique"]
+__all__ = ["AcceptedValues", "Check", "NotNull", "RowCount", "RowCountChange", "SqlCheck", "Unique", "ValueRange"]

@@ -49,6 +49,10 @@ APPROACHES = {
     "plain_overwrite_flat": "(a_o') SparkSubmitOperator, plain INSERT OVERWRITE, unpartitioned (not atomic)",
     "atomic_create": "(b) AtomicCtasOperator, mode=create (partitioned)",
     "atomic_create_checks": "(b) AtomicCtasOperator, mode=create (partitioned), checks: row count, 2 not-null, unique",
+    "atomic_create_checks_in_write": (
+        "(b) AtomicCtasOperator, mode=create (partitioned), checks the write measures: "
+        "row count, 2 not-null, accepted values, value range"
+    ),
     "atomic_replace_flip": "(b) AtomicCtasOperator, mode=replace, same shape (unpartitioned): flip, the default",
     "atomic_replace_swap": "(b) AtomicCtasOperator, mode=replace, partitioned: swap (opt-in, allow_swap)",
     "atomic_overwrite_partitions": "(b) AtomicCtasOperator, mode=overwrite_partitions",
@@ -83,6 +87,7 @@ BASELINE = {
     "plain_overwrite_flat": "plain_overwrite_flat",
     "atomic_create": "plain",
     "atomic_create_checks": "plain",
+    "atomic_create_checks_in_write": "plain",
     "atomic_replace_flip": "plain_flat",
     "atomic_replace_swap": "plain",
     "atomic_overwrite_partitions": "plain",

@@ -22,12 +22,20 @@ from typing import Any
 APPS = Path(__file__).resolve().parent / "apps"
 CONF = {"spark.log.level": "WARN", "spark.ui.showConsoleProgress": "false"}
 CONNECT_CONN_ID = "spark_connect_bench"
-# A typical audit (issue 20): one aggregate scan for the row count and not-nulls, a distinct count for the key.
+# A typical audit (issue 20): the row count and not-nulls, and a distinct count for the key (a scan after the write).
 CHECKS = [
     {"type": "row_count", "min": 1},
     {"type": "not_null", "columns": ["order_id", "customer_id"]},
     {"type": "unique", "columns": ["order_id"]},
 ]
+# Only what the write itself measures (observed metrics on the write): no scan after it.
+CHECKS_IN_WRITE = [
+    {"type": "row_count", "min": 1},
+    {"type": "not_null", "columns": ["order_id", "customer_id"]},
+    {"type": "accepted_values", "column": "country", "values": ["DE", "FR", "US", "JP", "BR", "IN", "GB", "ES"]},
+    {"type": "value_range", "column": "quantity", "min": 0, "max": 49},
+]
+CHECKS_OF = {"atomic_create_checks": CHECKS, "atomic_create_checks_in_write": CHECKS_IN_WRITE}
 DAG = """\
 import json
 import pendulum
@@ -91,7 +99,7 @@ def operator_source(approach: str, target: str, sql_file: str, result_file: str)
         f"AtomicCtasOperator(task_id='ctas', target_table={target!r}, sql={sql!r}, "
         f"mode={mode.split('_')[0] if mode.startswith(('create', 'replace')) else mode!r}, "
         f"partition_by={[] if column == '-' else [column]!r}, allow_swap={mode == 'replace_swap'}, "
-        f"conn_id={connection!r}{f', checks={CHECKS!r}' if approach.endswith('_checks') else ''})"
+        f"conn_id={connection!r}{f', checks={CHECKS_OF[approach]!r}' if approach in CHECKS_OF else ''})"
     )
 
 

@@ -428,13 +428,18 @@ def format_table() -> str:
 def checks_table() -> str:
     from airflow_provider_ctas.core import checks
 
-    rows = ["| class | dict `type` | fields of the dict form | passes when |", "|---|---|---|---|"]
+    rows = [
+        "| class | dict `type` | fields of the dict form | passes when | measured by the write itself |",
+        "|---|---|---|---|---|",
+    ]
     for name in sorted(checks.__all__ if hasattr(checks, "__all__") else dir(checks)):
         cls = getattr(checks, name)
         if not (isinstance(cls, type) and issubclass(cls, checks.Check) and cls is not checks.Check):
             continue
         doc = _md((cls.__doc__ or "").strip().split("\n\n")[0])
-        rows.append(f"| `{name}` | `{cls.type}` | {', '.join(f'`{f}`' for f in cls.fields)} | {_cell(doc)} |")
+        in_write = "yes" if cls.measured_in_write else "no: a query after the write"
+        fields = ", ".join(f"`{f}`" for f in cls.fields)
+        rows.append(f"| `{name}` | `{cls.type}` | {fields} | {_cell(doc)} | {in_write} |")
     rows.append("")
     rows.append(
         "Every check also takes `name=` and `scope=` (" + ", ".join(f"`{s}`" for s in checks.SCOPES) + "); "

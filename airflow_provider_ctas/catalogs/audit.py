@@ -10,7 +10,7 @@ each custom SQL check is one query. Offending rows are sampled only for a check 
 from __future__ import annotations
 
 import time
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
@@ -27,6 +27,7 @@ from airflow_provider_ctas.core.checks import (
     RowCountChange,
     SqlCheck,
     Unique,
+    ValueRange,
 )
 from airflow_provider_ctas.core.errors import AuditFailedError, QueryError
 from airflow_provider_ctas.core.identifiers import quote, sql_string_literal
@@ -38,8 +39,19 @@ if TYPE_CHECKING:
     from airflow_provider_ctas.spark.engine import Engine, Reporter
 
 SAMPLE_ROWS = 5
+MEASURED_BY_THE_WRITE = "measured by the write"
+"""A result's note when its counts came from the write's observed metrics (no scan after it)."""
 SAMPLE_COLUMNS = 20
 SAMPLE_VALUE_CHARS = 100
+
+
+@dataclass(frozen=True)
+class Measured:
+    """What the write itself observed (``write_observation``): the rows it wrote, and the counts of
+    each built-in check it measured, by check name, as ``aggregates`` lists them."""
+
+    rows: int
+    counts: Mapping[str, Sequence[int]]
 
 
 @dataclass(frozen=True)
@@ -84,17 +96,31 @@ def _outside(check: AcceptedValues) -> str:
     return f"{quote(check.column)} IS NOT NULL AND {quote(check.column)} NOT IN ({values})"
 
 
-def _aggregates(check: Check) -> list[str]:
+def _out_of_range(check: ValueRange) -> str:
+    column = quote(check.column)
+    bounds = [f"{column} {op} {_literal(b)}" for op, b in (("<", check.min), (">", check.max)) if b is not None]
+    return f"{column} IS NOT NULL AND ({' OR '.join(bounds)})"
+
+
+def _violations(check: Check) -> str | None:
+    """A built-in check's condition on one row, for the checks that count offending rows."""
+    if isinstance(check, NotNull) and not isinstance(check, Unique):
+        return _any_null(check.column_names)
+    if isinstance(check, AcceptedValues):
+        return _outside(check)
+    if isinstance(check, ValueRange):
+        return _out_of_range(check)
+    return None
+
+
+def aggregates(check: Check) -> list[str]:
     """The counts a built-in check needs from the shared aggregate query (RowCount* need only the
     row count every such query computes)."""
     if isinstance(check, Unique):
         cols = ", ".join(quote(c) for c in check.column_names)
         return [f"count_if({_all_present(check.column_names)})", f"count(DISTINCT {cols})"]
-    if isinstance(check, NotNull):
-        return [f"count_if({_any_null(check.column_names)})"]
-    if isinstance(check, AcceptedValues):
-        return [f"count_if({_outside(check)})"]
-    return []
+    condition = _violations(check)
+    return [f"count_if({condition})"] if condition else []
 
 
 def _expected_list(values: Sequence[object], limit: int = 10) -> str:
@@ -152,14 +178,30 @@ class Auditor:
 
     # -- audit ---------------------------------------------------------------------------------
 
-    def run(self, progress: Callable[[str], None]) -> list[CheckResult]:
+    def run(self, progress: Callable[[str], None], measured: Measured | None = None) -> list[CheckResult]:
+        """Every check's result; built-in checks the write already measured (``measured``) cost no
+        scan, the others of one view share one aggregate query."""
         results: dict[str, CheckResult] = {}
         for view in sorted({self._view(c.scope) for c in self.checks}):
             builtins = [c for c in self.checks if not isinstance(c, SqlCheck) and self._view(c.scope) == view]
-            started = time.monotonic()
-            for result in self._builtins(view, builtins):
-                results[result.name] = result
-            progress(f"{len(builtins)} built-in check(s) on {view} in one query, {time.monotonic() - started:.2f}s")
+            if measured is not None and view == quote(STAGED_VIEW):
+                known = [c for c in builtins if c.name in measured.counts]
+                started = time.monotonic()
+                for check in known:
+                    result = self._evaluate(check, view, measured.rows, list(measured.counts[check.name]))
+                    result.note = "; ".join(filter(None, (result.note, MEASURED_BY_THE_WRITE)))
+                    results[check.name] = result
+                if known:
+                    progress(
+                        f"{len(known)} built-in check(s) on {view} measured while the data was written "
+                        f"(no scan of it), {time.monotonic() - started:.2f}s"
+                    )
+                builtins = [c for c in builtins if c.name not in results]
+            if builtins:
+                started = time.monotonic()
+                for result in self._builtins(view, builtins):
+                    results[result.name] = result
+                progress(f"{len(builtins)} built-in check(s) on {view} in one query, {time.monotonic() - started:.2f}s")
         for check in self.checks:
             if isinstance(check, SqlCheck):
                 started = time.monotonic()
@@ -170,14 +212,14 @@ class Auditor:
     def _builtins(self, view: str, checks: Sequence[Check]) -> list[CheckResult]:
         """One aggregate query for every built-in check on ``view``: the row count, then each
         check's own counts (a ``Unique``: rows with a full key, and distinct keys)."""
-        aggregates = ["count(1)"]
+        counted = ["count(1)"]
         for check in checks:
-            aggregates += _aggregates(check)
-        select = ", ".join(f"{expr} AS a{i}" for i, expr in enumerate(aggregates))
+            counted += aggregates(check)
+        select = ", ".join(f"{expr} AS a{i}" for i, expr in enumerate(counted))
         row = self.spark.sql(f"SELECT {select} FROM {view}").collect()[0]
-        values = iter(int(row[f"a{i}"] or 0) for i in range(len(aggregates)))
+        values = iter(int(row[f"a{i}"] or 0) for i in range(len(counted)))
         rows = next(values)
-        return [self._evaluate(check, view, rows, [next(values) for _ in _aggregates(check)]) for check in checks]
+        return [self._evaluate(check, view, rows, [next(values) for _ in aggregates(check)]) for check in checks]
 
     def _evaluate(self, check: Check, view: str, rows: int, counts: list[int]) -> CheckResult:
         if isinstance(check, Unique):
@@ -186,6 +228,9 @@ class Auditor:
             return self._measured(check, view, counts[0], "0 rows with a NULL")
         if isinstance(check, AcceptedValues):
             return self._measured(check, view, counts[0], f"0 rows outside {_expected_list(list(check.values))}")
+        if isinstance(check, ValueRange):
+            low, high = check.min if check.min is not None else "any", check.max if check.max is not None else "any"
+            return self._measured(check, view, counts[0], f"0 rows outside [{low!r}, {high!r}]")
         if isinstance(check, RowCount):
             return _row_count(check, rows)
         assert isinstance(check, RowCountChange)
@@ -204,10 +249,7 @@ class Auditor:
                 f"SELECT {cols}, count(1) AS rows FROM {view} WHERE {_all_present(check.column_names)} "
                 f"GROUP BY {cols} HAVING count(1) > 1"
             )
-        if isinstance(check, NotNull):
-            return f"SELECT * FROM {view} WHERE {_any_null(check.column_names)}"
-        assert isinstance(check, AcceptedValues)
-        return f"SELECT * FROM {view} WHERE {_outside(check)}"
+        return f"SELECT * FROM {view} WHERE {_violations(check)}"
 
     def _sample(self, query: str) -> list[dict[str, str]]:
         rows = self.spark.sql(f"SELECT * FROM ({query}) AS __ctas_sample LIMIT {SAMPLE_ROWS}").collect()
@@ -258,12 +300,14 @@ def _row_count(check: RowCount, rows: int) -> CheckResult:
     return CheckResult(check.name, check.type, check.scope, passed, rows, expected)
 
 
-def run_audit(auditor: Auditor, engine: Engine, log: Reporter, label: str) -> list[CheckResult]:
+def run_audit(
+    auditor: Auditor, engine: Engine, log: Reporter, label: str, measured: Measured | None = None
+) -> list[CheckResult]:
     """The audit phase of every strategy: the checks run on the staged version, each result logged.
     The caller raises (``raise_if_failed``) once it has recorded them."""
     auditor.define_views()
     with engine.progress(f"audit {label}", log):
-        results = auditor.run(lambda message: log.info(f"audit: {message}"))
+        results = auditor.run(lambda message: log.info(f"audit: {message}"), measured)
     auditor.drop_views()
     for result in results:
         (log.info if result.passed else log.warning)(f"audit: {result.describe()}")

@@ -8,6 +8,7 @@ from typing import TYPE_CHECKING, ClassVar, Generic, TypeVar
 
 from airflow_provider_ctas.catalogs.audit import Auditor, AuditTarget, raise_if_failed, results_to_details, run_audit
 from airflow_provider_ctas.catalogs.progress import Progress, ReportsProgress
+from airflow_provider_ctas.catalogs.write_observation import WriteObservation
 from airflow_provider_ctas.core import faults, markers
 from airflow_provider_ctas.core.checks import CheckResult, checks_from_wire, summary
 from airflow_provider_ctas.core.details import Details
@@ -41,6 +42,8 @@ class PhaseExecutor(ReportsProgress, ABC, Generic[T, P]):
         """What begin decided (the strategy's plan), for the phases after it."""
         self.checks = checks_from_wire(request.checks)
         self.audit_results: list[CheckResult] = []
+        self.written = WriteObservation(self.checks, partial=table.replaces_partitions)
+        """The checks the write measures as it writes (``write_observation``)."""
 
     @property
     def nothing_to_do(self) -> bool:
@@ -98,7 +101,8 @@ class PhaseExecutor(ReportsProgress, ABC, Generic[T, P]):
             report.note = f"checks passed in try {record.prepared_by_try}: {record.checks_summary}"
             return
         target = self.audit_target()
-        results = run_audit(Auditor(self.spark, self.checks, target), self.engine, self.log, str(self.table.target))
+        auditor = Auditor(self.spark, self.checks, target)
+        results = run_audit(auditor, self.engine, self.log, str(self.table.target), self.written.measured)
         self.audit_results = results
         self.details["checks"] = results_to_details(results)
         report.touched.append(

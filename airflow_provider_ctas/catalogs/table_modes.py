@@ -71,6 +71,10 @@ class WholeTable(TwoPhaseTable):
     table_properties: dict[str, str] = field(default_factory=dict)
     comments: Comments = field(default_factory=Comments)
 
+    @property
+    def replaces_partitions(self) -> bool:
+        return self.mode is Mode.OVERWRITE_PARTITIONS
+
     def staging_table(self, try_number: int | None = None) -> TableRef:
         """A new target is staged as its own table under this reserved name, per try."""
         return self.target.with_table(markers.staging_name(self.txn_id, try_number or self.try_number))

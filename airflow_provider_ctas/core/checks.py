@@ -70,6 +70,9 @@ class Check:
     type: ClassVar[str] = ""
     fields: ClassVar[tuple[str, ...]] = ()
     """The type's own fields in its dict form (besides ``type``, ``name`` and ``scope``)."""
+    measured_in_write: ClassVar[bool] = False
+    """Whether one aggregate over the written rows decides it, so the write itself measures it (a
+    distinct count or another query cannot ride on a write)."""
     name: str = field(default="", kw_only=True)
     scope: str = field(default="staged", kw_only=True)
     """``staged``: the data this run wrote; ``result``: the whole table as it will be after the publish
@@ -105,6 +108,7 @@ class RowCount(Check):
     """The number of rows lies within ``[min, max]`` (either bound optional)."""
 
     type: ClassVar[str] = "row_count"
+    measured_in_write: ClassVar[bool] = True
     fields: ClassVar[tuple[str, ...]] = ("min", "max")
     min: int | None = None
     max: int | None = None
@@ -125,6 +129,7 @@ class NotNull(Check):
     """No row has a NULL in any of ``columns``."""
 
     type: ClassVar[str] = "not_null"
+    measured_in_write: ClassVar[bool] = True
     fields: ClassVar[tuple[str, ...]] = ("columns",)
     column_names: tuple[str, ...] = ()
 
@@ -153,6 +158,7 @@ class Unique(NotNull):
     as in SQL's UNIQUE); several columns form one composite key."""
 
     type: ClassVar[str] = "unique"
+    measured_in_write: ClassVar[bool] = False
 
 
 @dataclass
@@ -160,6 +166,7 @@ class AcceptedValues(Check):
     """Every non-NULL value of ``column`` is one of ``values``."""
 
     type: ClassVar[str] = "accepted_values"
+    measured_in_write: ClassVar[bool] = True
     fields: ClassVar[tuple[str, ...]] = ("column", "values")
     column: str = ""
     values: Sequence[str | int | float | bool] = ()
@@ -184,12 +191,48 @@ class AcceptedValues(Check):
 
 
 @dataclass
+class ValueRange(Check):
+    """Every non-NULL value of ``column`` lies within ``[min, max]`` (either bound optional; numbers,
+    or strings that Spark compares as the column's type, e.g. dates)."""
+
+    type: ClassVar[str] = "value_range"
+    measured_in_write: ClassVar[bool] = True
+    fields: ClassVar[tuple[str, ...]] = ("column", "min", "max")
+    column: str = ""
+    min: str | int | float | None = None
+    max: str | int | float | None = None
+
+    def validate(self) -> None:
+        self.column = validate_name(self.column, "ValueRange column")
+        for bound in (self.min, self.max):
+            if isinstance(bound, bool):
+                raise InvalidInputError(f"ValueRange bounds must be numbers or strings, got {bound!r}")
+            if bound is not None:
+                _literal_value(bound, "ValueRange bounds")
+        if self.min is None and self.max is None:
+            raise InvalidInputError("ValueRange needs min, max or both")
+        numbers = all(isinstance(b, int | float) for b in (self.min, self.max))
+        if numbers and self.min is not None and self.max is not None and self.min > self.max:  # type: ignore[operator]
+            raise InvalidInputError(f"ValueRange min {self.min} is above max {self.max}")
+
+    def default_name(self) -> str:
+        return f"{self.type}({self.column})"
+
+    def columns(self) -> tuple[str, ...]:
+        return (self.column,)
+
+    def params(self) -> dict[str, Any]:
+        return {"column": self.column, "min": self.min, "max": self.max}
+
+
+@dataclass
 class RowCountChange(Check):
     """New rows / published rows lies within ``[min_ratio, max_ratio]``: with scope ``staged`` the
     same slice of the published table (for ``overwrite_partitions``: the partitions being replaced),
     with ``result`` the whole table. Passes, saying so, when nothing is published to compare with."""
 
     type: ClassVar[str] = "row_count_change"
+    measured_in_write: ClassVar[bool] = True
     fields: ClassVar[tuple[str, ...]] = ("min_ratio", "max_ratio")
     min_ratio: float | None = None
     max_ratio: float | None = None
@@ -231,7 +274,7 @@ class SqlCheck(Check):
 
 
 CHECK_TYPES: Mapping[str, type[Check]] = {
-    cls.type: cls for cls in (RowCount, NotNull, Unique, AcceptedValues, RowCountChange, SqlCheck)
+    cls.type: cls for cls in (RowCount, NotNull, Unique, AcceptedValues, ValueRange, RowCountChange, SqlCheck)
 }
 
 

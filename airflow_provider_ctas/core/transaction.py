@@ -137,6 +137,11 @@ class TwoPhaseTable:
     def txn_id(self) -> str:
         return self.key.txn_id
 
+    @property
+    def replaces_partitions(self) -> bool:
+        """Whether a publish replaces only the partitions a try wrote, keeping the table's others."""
+        return False
+
     # -- lifecycle ---------------------------------------------------------------------------
 
     def begin(self, try_number: int, at: str) -> None:

@@ -87,6 +87,10 @@ class _Throttled:
         self.log.info(f"{self.label}: running for {elapsed:.0f}s; {'; '.join(stages) or 'no active stage'}")
 
 
+OBSERVED_VIEW = "__airflow_ctas_written__"
+"""The observed query an ``INSERT INTO ... BY NAME`` reads (``insert_observed``)."""
+
+
 class ClassicEngine:
     def __init__(self, spark: SparkSession) -> None:
         self.spark = spark
@@ -317,6 +321,16 @@ class ClassicEngine:
     def job_count(self) -> int | None:
         return len(self.spark.sparkContext.statusTracker().getJobIdsForGroup(JOB_GROUP))
 
+    def insert_observed(self, frame: DataFrame, table: TableRef) -> DataFrame | None:
+        """``INSERT INTO table BY NAME`` of an observed query; the command's result (its metrics):
+        the insert has no DataFrame form, so it reads the query through a temporary view, whose
+        plan carries the observation."""
+        frame.createOrReplaceTempView(OBSERVED_VIEW)
+        try:
+            return self.spark.sql(f"INSERT INTO {table.quoted} BY NAME SELECT * FROM {quote(OBSERVED_VIEW)}")
+        finally:
+            self.spark.sql(f"DROP VIEW IF EXISTS {quote(OBSERVED_VIEW)}")
+
 
 class ConnectEngine:
     def __init__(self, spark: SparkSession) -> None:
@@ -416,6 +430,14 @@ class ConnectEngine:
         return {}
 
     def job_count(self) -> int | None:
+        return None
+
+    def insert_observed(self, frame: DataFrame, table: TableRef) -> DataFrame | None:
+        """The columns in the table's order, by position: Connect returns a command's observed
+        metrics to the client only for a DataFrame write (measured: none for a SQL insert reading
+        an observed view), which has no result."""
+        columns = self.spark.table(table.quoted).columns
+        frame.select(*[quote(c) for c in columns]).write.insertInto(table.quoted)
         return None
 
 

@@ -13,7 +13,15 @@ from typing import Any
 import pytest
 
 from airflow_provider_ctas.catalogs import create_two_phase_table
-from airflow_provider_ctas.checks import AcceptedValues, NotNull, RowCount, RowCountChange, SqlCheck, Unique
+from airflow_provider_ctas.checks import (
+    AcceptedValues,
+    NotNull,
+    RowCount,
+    RowCountChange,
+    SqlCheck,
+    Unique,
+    ValueRange,
+)
 from airflow_provider_ctas.core import markers
 from airflow_provider_ctas.core.checks import PUBLISHED_VIEW, STAGED_VIEW, Check
 from airflow_provider_ctas.core.protocol import PhaseRequest, PhaseResult, run_phases_for
@@ -63,6 +71,7 @@ def test_checks_measure_the_staged_version_and_a_pass_publishes_with_their_summa
         NotNull("id", "status"),
         Unique("id"),
         AcceptedValues(column="status", values=["open", "shipped"]),
+        ValueRange(column="id", min=0, max=119),
         RowCountChange(min_ratio=0.9, max_ratio=1.5),
         # What the operator renders "{{ published }}" and "{{ staged }}" to.
         SqlCheck(name="no id lost", sql=f"SELECT id FROM {PUBLISHED_VIEW} EXCEPT SELECT id FROM {STAGED_VIEW}"),
@@ -77,14 +86,26 @@ def test_checks_measure_the_staged_version_and_a_pass_publishes_with_their_summa
         "not_null(id,status)": 0,
         "unique(id)": 0,
         "accepted_values(status)": 0,
+        "value_range(id)": 0,
         "row_count_change": 1.2,
         "no id lost": 0,
     }
     assert all(c["passed"] for c in result.details["checks"])
+    assert [name for name, c in by_name(result).items() if "measured by the write" in c["note"]] == [
+        "row_count",
+        "not_null(id,status)",
+        "accepted_values(status)",
+        "value_range(id)",
+        "row_count_change",
+    ]
     assert [p.phase for p in result.phases] == ["begin", "prepare", "audit", "commit"]
     assert count(spark, target) == 120
-    assert properties(spark, target)[markers.CHECKS].startswith("6/6 passed: row_count=120;")
-    assert any(line.startswith("audit: 5 built-in check(s)") for line in log.lines), log.lines
+    assert properties(spark, target)[markers.CHECKS].startswith("7/7 passed: row_count=120;")
+    # Counted by the write itself (observed metrics): all but the distinct count Unique needs.
+    assert f"audit: 5 built-in check(s) on `{STAGED_VIEW}` measured while the data was written" in "\n".join(
+        log.lines
+    ), log.lines
+    assert any(line.startswith("audit: 1 built-in check(s) on") and "in one query" in line for line in log.lines)
 
 
 def test_a_failed_check_publishes_nothing_and_names_what_failed(spark, database):
@@ -92,14 +113,18 @@ def test_a_failed_check_publishes_nothing_and_names_what_failed(spark, database)
     fresh(spark).sql(f"CREATE TABLE {target} USING parquet AS SELECT id, CAST(id AS STRING) AS code FROM range(50)")
     before = location(spark, target)
     sql = "SELECT id % 40 AS id, IF(id < 3, NULL, CAST(id AS STRING)) AS code FROM range(60)"
-    result, _ = run(spark, target, sql, [RowCount(min=1), NotNull("code"), Unique("id")])
+    checks_run: list[Check] = [RowCount(min=1), NotNull("code"), Unique("id"), ValueRange(column="id", max=30)]
+    result, log = run(spark, target, sql, checks_run)
 
     assert not result.ok
     assert result.error is not None and result.error["code"] == "AUDIT_FAILED"
     assert result.error["phase"] == "audit"
-    assert "2 of 3 check(s) failed" in result.error["message"]
+    assert "3 of 4 check(s) failed" in result.error["message"]
+    assert any("3 built-in check(s)" in line and "measured while the data was written" in line for line in log.lines)
     checks = by_name(result)
     assert (checks["not_null(code)"]["passed"], checks["not_null(code)"]["value"]) == (False, 3)
+    assert (checks["value_range(id)"]["value"], len(checks["value_range(id)"]["sample"])) == (9, 5)
+    assert {int(row["id"]) for row in checks["value_range(id)"]["sample"]} <= set(range(31, 40))
     assert checks["unique(id)"]["value"] == 20  # 60 rows, 40 distinct ids
     assert {row["code"] for row in checks["not_null(code)"]["sample"]} == {"None"}
     assert len(checks["unique(id)"]["sample"]) == 5
@@ -162,8 +187,12 @@ def test_a_check_that_cannot_run_fails_in_begin_before_any_data_is_written(spark
 
 def test_a_failed_check_on_create_leaves_no_target(spark, database):
     target = f"{database}.fresh"
-    result, _ = run(spark, target, "SELECT id FROM range(10)", [RowCount(min=100)], mode="create")
+    sql = "SELECT id, IF(id = 3, NULL, id) AS code FROM range(10)"
+    result, _ = run(spark, target, sql, [RowCount(min=100), NotNull("code")], mode="create")
     assert result.error is not None and result.error["code"] == "AUDIT_FAILED"
-    assert by_name(result)["row_count"]["value"] == 10
+    # The staging table's INSERT INTO ... BY NAME, observed through a temporary view.
+    measured = [(c["value"], c["note"]) for c in result.details["checks"]]
+    assert measured == [(10, "measured by the write"), (1, "measured by the write")]
+    assert result.details["files"] >= 1, "the insert command's own metrics, as without checks"
     assert not fresh(spark).catalog.tableExists(target)
     assert leftovers(spark, database) == []

@@ -68,6 +68,7 @@ def test_a_passing_audit_over_connect_switches_partitions_and_records_the_result
             {"type": "unique", "columns": ["id"], "scope": "result"},
             {"type": "row_count_change", "min_ratio": 0.5, "max_ratio": 2},
             {"type": "sql", "name": "only my day", "sql": "SELECT * FROM {{ staged }} WHERE ds <> '2024-01-02'"},
+            {"type": "value_range", "column": "id", "min": 1000, "max": 1149},
         ],
     )
     run = run_dag(dag)
@@ -76,7 +77,16 @@ def test_a_passing_audit_over_connect_switches_partitions_and_records_the_result
     txn = xcom_value("audit_passes_connect", run.run_id, "ctas_transaction")
     assert txn["outcome"] == "published"
     results = {c["name"]: (c["passed"], c["value"]) for c in txn["details"]["checks"]}
-    assert results == {"unique(id)": (True, 0), "row_count_change": (True, 1.5), "only my day": (True, 0)}
+    assert results == {
+        "unique(id)": (True, 0),
+        "row_count_change": (True, 1.5),
+        "only my day": (True, 0),
+        "value_range(id)": (True, 0),
+    }
+    # Over Connect too the write's observed metrics reach the driver: only the distinct count and
+    # the SQL check ran as queries after the write.
+    measured = [c["name"] for c in txn["details"]["checks"] if c["note"].endswith("measured by the write")]
+    assert measured == ["row_count_change", "value_range(id)"]
     assert [p["phase"] for p in txn["details"]["phases"]] == ["begin", "prepare", "audit", "commit"]
     assert count(spark, target, "ds = '2024-01-02'") == 150
     assert count(spark, target, "ds = '2024-01-01'") == 100

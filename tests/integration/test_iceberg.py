@@ -120,7 +120,9 @@ def test_iceberg_lifecycle(stack, spark, reader, on_spark41, database):
     assert reader.comments(target) == ("events", {"id": "the event", "k": "bucket"}), (
         "kept where not given, changed where given, in the publishing swap"
     )
-    assert [c["passed"] for c in txn["details"]["checks"]] == [True, True], "the branch audited"
+    assert [(c["passed"], c["note"]) for c in txn["details"]["checks"]] == [(True, "measured by the write")] * 2, (
+        "the branch audited, by the write's observed metrics"
+    )
     assert [p["phase"] for p in txn["details"]["phases"]] == ["begin", "prepare", "audit", "commit"]
     assert reader.value(f"SELECT count(*) FROM {target}") == 50
     summary = reader.current_summary(target)

@@ -32,7 +32,10 @@ def transaction(dag_id: str, run_id: str) -> dict:
 def test_create_over_connect_is_atomic(stack, connect_server, spark, database):
     target = f"{database}.orders"
     sql = "SELECT id, CAST(id % 3 AS STRING) AS country, id * 1.5 AS amount FROM range(0, 5000, 1, 4)"
-    dag = make_dag("connect_create", target_table=target, sql=sql, conn_id=CONNECT_CONN_ID, partition_by=["country"])
+    checks = [{"type": "not_null", "columns": ["country"]}]
+    dag = make_dag(
+        "connect_create", target_table=target, sql=sql, conn_id=CONNECT_CONN_ID, partition_by=["country"], checks=checks
+    )
     reader = Reader(spark, target, interval=0.1).start()
     run = run_dag(dag)
     values = reader.stop()
@@ -42,6 +45,7 @@ def test_create_over_connect_is_atomic(stack, connect_server, spark, database):
     assert values[-1] == 5000
     txn = transaction("connect_create", run.run_id)
     assert txn["details"]["row_count"] == 5000
+    assert [(c["value"], c["note"]) for c in txn["details"]["checks"]] == [(0, "measured by the write")]
     assert txn["details"]["publish"]["mechanism"] == "rename"
     assert txn["details"]["spark_application"]["id"].startswith("local-"), "the Connect server's application"
     assert properties(spark, target)[markers.TXN_ID] == txn["txn_id"]

@@ -4,8 +4,17 @@ from __future__ import annotations
 
 import pytest
 
-from airflow_provider_ctas.catalogs.audit import _aggregates, _outside, raise_if_failed
-from airflow_provider_ctas.checks import AcceptedValues, NotNull, RowCount, RowCountChange, SqlCheck, Unique
+from airflow_provider_ctas.catalogs.audit import Measured, _outside, aggregates, raise_if_failed
+from airflow_provider_ctas.catalogs.write_observation import WriteObservation, measurable
+from airflow_provider_ctas.checks import (
+    AcceptedValues,
+    NotNull,
+    RowCount,
+    RowCountChange,
+    SqlCheck,
+    Unique,
+    ValueRange,
+)
 from airflow_provider_ctas.core.checks import CheckResult, check_from_dict, checks_from_wire, summary, validate_checks
 from airflow_provider_ctas.core.errors import AuditFailedError, CorruptStateError, InvalidInputError
 
@@ -15,6 +24,7 @@ EVERY_KIND = [
     Unique("id", scope="result"),
     AcceptedValues(column="status", values=["open", 3, 2.5, True]),
     RowCountChange(min_ratio=0.5, max_ratio=2),
+    ValueRange(column="day", min="2024-01-01", max="2024-12-31"),
     SqlCheck(name="no negatives", sql="SELECT * FROM {{ staged }} WHERE amount < 0"),
 ]
 
@@ -28,12 +38,13 @@ def test_every_check_round_trips_through_its_dict_form(check):
 
 
 def test_names_default_to_what_they_check_and_columns_are_lowercased():
-    assert [c.name for c in EVERY_KIND[:5]] == [
+    assert [c.name for c in EVERY_KIND[:6]] == [
         "row_count",
         "not_null(a,b)",
         "unique(id)",
         "accepted_values(status)",
         "row_count_change",
+        "value_range(day)",
     ]
 
 
@@ -54,6 +65,11 @@ def test_names_default_to_what_they_check_and_columns_are_lowercased():
         (lambda: RowCountChange(), "min_ratio, max_ratio or both"),
         (lambda: RowCountChange(min_ratio=3, max_ratio=2), "above max_ratio"),
         (lambda: RowCountChange(max_ratio=float("inf")), "non-negative number"),
+        (lambda: ValueRange(column="c"), "needs min, max or both"),
+        (lambda: ValueRange(column="c", min=5, max=1), "above max"),
+        (lambda: ValueRange(column="c", min=True), "numbers or strings"),
+        (lambda: ValueRange(column="c", max=float("inf")), "not a finite number"),
+        (lambda: ValueRange(column="c", min=[1]), "strings, numbers or booleans"),  # type: ignore[arg-type]
         (lambda: SqlCheck(name="n", sql="  "), "needs sql"),
         (lambda: SqlCheck(sql="SELECT 1"), "needs a name"),
         (lambda: RowCount(min=1, scope="everything"), "scope"),
@@ -110,13 +126,62 @@ def test_accepted_values_become_quoted_literals_only():
 
 
 def test_builtins_share_one_aggregate_query():
-    assert _aggregates(RowCount(min=1)) == []
-    assert _aggregates(RowCountChange(max_ratio=2)) == []
-    assert _aggregates(NotNull("a", "b")) == ["count_if(`a` IS NULL OR `b` IS NULL)"]
-    assert _aggregates(Unique("k1", "k2")) == [
+    assert aggregates(RowCount(min=1)) == []
+    assert aggregates(RowCountChange(max_ratio=2)) == []
+    assert aggregates(NotNull("a", "b")) == ["count_if(`a` IS NULL OR `b` IS NULL)"]
+    assert aggregates(Unique("k1", "k2")) == [
         "count_if(`k1` IS NOT NULL AND `k2` IS NOT NULL)",
         "count(DISTINCT `k1`, `k2`)",
     ]
+    assert aggregates(ValueRange(column="d", min="2024-01-01")) == [
+        "count_if(`d` IS NOT NULL AND (`d` < '2024-01-01'))"
+    ]
+    expected = ["count_if(`n` IS NOT NULL AND (`n` < 0 OR `n` > 9.5))"]
+    assert aggregates(ValueRange(column="n", min=0, max=9.5)) == expected
+
+
+def test_the_write_measures_what_one_aggregate_over_its_rows_decides():
+    """Unique needs a distinct count (observed metrics refuse one), SQL checks and a partition
+    overwrite's whole-result checks read other data."""
+    result_rows = RowCount(min=1, scope="result")
+    assert [measurable(c, partial=False) for c in EVERY_KIND] == [True, True, False, True, True, True, False]
+    assert measurable(result_rows, partial=False) and not measurable(result_rows, partial=True)
+    assert measurable(NotNull("a"), partial=True)
+
+
+class _Delivered:
+    def __init__(self, values: dict[str, int | None]) -> None:
+        self.get = values
+
+
+class _Log:
+    def __init__(self) -> None:
+        self.lines: list[str] = []
+
+    def info(self, message: str) -> None:
+        self.lines.append(message)
+
+    warning = info
+
+
+def test_what_the_write_observed_is_split_back_into_each_checks_counts():
+    checks = [RowCount(min=1), Unique("id"), NotNull("a", "b"), AcceptedValues(column="s", values=["x"])]
+    observation = WriteObservation(checks, partial=False)
+    observation.observed = [c for c in checks if not isinstance(c, Unique)]
+    observation.observation = _Delivered({"a0": 7, "a1": 2, "a2": None})
+    measured = observation.collect(_Log())
+    assert measured == Measured(7, {"row_count": [], "not_null(a,b)": [2], "accepted_values(s)": [0]})
+    assert observation.measured is measured
+
+
+def test_an_observation_that_delivered_nothing_leaves_the_checks_to_the_audit_query():
+    log = _Log()
+    observation = WriteObservation([NotNull("a")], partial=False)
+    observation.observed = list(observation.checks)
+    observation.observation = _Delivered({})  # what Spark Connect gives for a SQL insert
+    assert observation.collect(log) is None
+    assert observation.measured is None
+    assert "counted by a query" in log.lines[0]
 
 
 def test_a_failed_check_names_itself_its_value_and_a_sample():

@@ -77,7 +77,7 @@ class DeltaExecutor(PhaseExecutor[DeltaTable, DeltaPlan]):
         self.fault("before_write")
         if not self.checks:  # with checks, begin created it
             create_staging(self.run_, plan)
-        touched, self.written_rows = write_staging(self.run_)
+        touched, self.written_rows = write_staging(self.run_, self.written)
         report.touched.append(touched)
         self.progress.reached = Reached.PREPARED
         self.fault("after_prepare")

@@ -10,6 +10,7 @@ from airflow_provider_ctas.catalogs.delta.run import DeltaRun
 from airflow_provider_ctas.catalogs.delta.table import FORMAT
 from airflow_provider_ctas.catalogs.metastore import ownership
 from airflow_provider_ctas.catalogs.provenance import new_table_properties
+from airflow_provider_ctas.catalogs.write_observation import WriteObservation
 from airflow_provider_ctas.core.errors import PublishError
 from airflow_provider_ctas.core.identifiers import TableRef
 from airflow_provider_ctas.core.requirements import AssertOwnStaging, Observed
@@ -33,14 +34,17 @@ def create_staging(run: DeltaRun, plan: DeltaPlan) -> str:
     return f"{staging} (created, empty)"
 
 
-def write_staging(run: DeltaRun) -> tuple[str, int]:
-    """Appends the query's rows to the (created) staging table; what it touched, and the rows."""
+def write_staging(run: DeltaRun, observation: WriteObservation) -> tuple[str, int]:
+    """Appends the query's rows to the (created) staging table, observed for the checks the write
+    measures; what it touched, and the rows."""
     staging = run.table.staging_table()
+    frame = observation.attach(run.query(), run.spark.table(staging.quoted).schema)
     with run.engine.progress(f"prepare {run.table.target}", run.log), run.user_metadata():
         # The append carries no application version: on a table nobody else writes it would only
         # cost Delta a state reconstruction (measured: +3 s); retries read the published table's
         # markers instead.
-        run.query().writeTo(staging.quoted).append()
+        frame.writeTo(staging.quoted).append()
+    observation.collect(run.log)
     commit = run.logged_commit(staging.quoted, run.managed_location(staging), version=1)
     if commit is None:
         raise PublishError(f"try {run.table.try_number}'s commit is not in {staging}'s history")

@@ -78,7 +78,7 @@ class IcebergExecutor(PhaseExecutor[IcebergTable, IcebergPlan]):
         if self.request.sql is None:
             raise InvalidInputError("no SQL was sent for this transaction")
         self.fault("before_write")
-        self.staged, touched = write(self.run_, plan, f"prepare {self.table.target}")
+        self.staged, touched = write(self.run_, plan, f"prepare {self.table.target}", self.written)
         report.touched.append(touched)
         self.progress.reached = Reached.PREPARED
         self.fault("after_prepare")
@@ -106,7 +106,7 @@ class IcebergExecutor(PhaseExecutor[IcebergTable, IcebergPlan]):
             # staged as for any target, and what is published is this second write.
             self.plan, touched = stage_branch(self.run_, into, plan.schema)
             report.touched.append(touched)
-            self.staged, touched = write(self.run_, self.plan, f"commit {self.table.target}")
+            self.staged, touched = write(self.run_, self.plan, f"commit {self.table.target}", self.written)
             report.touched.append(touched)
             if self.checks:
                 self.audit(report)

@@ -9,6 +9,7 @@ from airflow_provider_ctas.catalogs.iceberg.plan import IcebergPlan, Publish, St
 from airflow_provider_ctas.catalogs.iceberg.run import IcebergRun
 from airflow_provider_ctas.catalogs.provenance import try_markers
 from airflow_provider_ctas.catalogs.query import as_subquery
+from airflow_provider_ctas.catalogs.write_observation import WriteObservation
 from airflow_provider_ctas.core.errors import FencedError
 from airflow_provider_ctas.core.identifiers import quote
 from airflow_provider_ctas.core.modes import Mode
@@ -24,12 +25,13 @@ def staged_name(run: IcebergRun, plan: IcebergPlan) -> str:
     return f"{run.table.target.quoted}.{quote('branch_' + run.table.branch)}"
 
 
-def write(run: IcebergRun, plan: IcebergPlan, what: str) -> tuple[Staged, str]:
-    """Writes the query where this try stages; the snapshot summary carries the provenance."""
+def write(run: IcebergRun, plan: IcebergPlan, what: str, observation: WriteObservation) -> tuple[Staged, str]:
+    """Writes the query where this try stages, observed for the checks the write measures; the
+    snapshot summary carries the provenance."""
     from pyspark.sql.functions import lit
 
-    frame = run.spark.sql(as_subquery(run.request.sql or ""))
     into = staged_name(run, plan)
+    frame = observation.attach(run.spark.sql(as_subquery(run.request.sql or "")), run.spark.table(into).schema)
     writer = frame.writeTo(into).options(**{SNAPSHOT_PROPERTY + k: v for k, v in try_markers(run.table).items()})
     with run.engine.progress(what, run.log):
         if plan.mechanism is Publish.RENAME:
@@ -38,6 +40,7 @@ def write(run: IcebergRun, plan: IcebergPlan, what: str) -> tuple[Staged, str]:
             writer.overwritePartitions()
         else:
             writer.overwrite(lit(True))
+    observation.collect(run.log)
     staged = _written_snapshot(run, plan)
     run.details["row_count"] = staged.row_count
     run.details["snapshot_id"] = staged.snapshot_id

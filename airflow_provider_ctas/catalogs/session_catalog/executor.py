@@ -91,11 +91,8 @@ class SessionCatalogExecutor(PhaseExecutor[SessionCatalogTable, Plan]):
             return
         staging = ctx.staging_table
         with ctx.catalog.engine.progress(f"prepare {ctx.table.target}", ctx.log):
-            if plan.registered_staging:
-                result = ctx.spark.sql(f"INSERT INTO {staging.quoted} BY NAME {as_subquery(ctx.request.sql)}")
-                metrics = self._write_metrics(result)
-            else:
-                metrics = self._append(plan, ctx.request.sql)
+            sql = ctx.request.sql
+            metrics = self._insert(sql) if plan.registered_staging else self._append(plan, sql)
         if "row_count" not in metrics:
             metrics["row_count"] = int(ctx.spark.table(self._staged()).count())
         ctx.details.update(metrics)
@@ -103,20 +100,30 @@ class SessionCatalogExecutor(PhaseExecutor[SessionCatalogTable, Plan]):
         ctx.progress.reached = Reached.PREPARED
         ctx.fault("after_prepare")
 
+    def _insert(self, sql: str) -> Details:
+        """``INSERT INTO staging BY NAME``, observed when the write measures checks."""
+        ctx = self.ctx
+        staging = ctx.staging_table
+        if not self.written.checks:
+            return self._write_metrics(ctx.spark.sql(f"INSERT INTO {staging.quoted} BY NAME {as_subquery(sql)}"))
+        frame = self.written.attach(ctx.spark.sql(as_subquery(sql)), ctx.spark.table(staging.quoted).schema)
+        result = ctx.catalog.engine.insert_observed(frame, staging)
+        metrics = self._write_metrics(result) if result is not None else {}
+        measured = self.written.collect(ctx.log)
+        if measured is not None:
+            metrics.setdefault("row_count", measured.rows)
+        return metrics
+
     def _append(self, plan: Plan, sql: str) -> Details:
         """The new version appended to the staging directory: append keeps its marker, and Spark SQL
         has no ``INSERT INTO`` a path. The columns go in the staging's order, partitions into
-        Hive-style directories as a table's insert writes them; the rows are counted by an
-        observation of the write (no second job), files, bytes and partitions by listing the
-        directory once."""
-        from pyspark.sql import Observation, functions
-
+        Hive-style directories as a table's insert writes them; the rows (and what checks the write
+        measures) are counted by an observation of the write (no second job), files, bytes and
+        partitions by listing the directory once."""
         ctx = self.ctx
         root, partition_by = plan.staging_location or "", list(ctx.table.partition_by)
         frame = ctx.spark.sql(as_subquery(sql)).select(*[quote(name) for name, _ in plan.columns])
-        rows = Observation("airflow_ctas_rows")
-        # Not ``lit``: it imports pyspark.testing.utils, and with it pandas (over a second in a driver).
-        writer = frame.observe(rows, functions.expr("count(1)").alias("rows")).write.mode("append")
+        writer = self.written.attach(frame, ctx.staged_schema).write.mode("append")
         if partition_by:
             writer = writer.partitionBy(*partition_by)
         writer.format(ctx.table.table_format).save(root)
@@ -124,10 +131,9 @@ class SessionCatalogExecutor(PhaseExecutor[SessionCatalogTable, Plan]):
         if partition_by:
             ctx.staged_partitions = partition_directories(root, [path for path, _ in files], partition_by)
         metrics: Details = {"files": len(files), "bytes": sum(size for _, size in files)}
-        try:
-            metrics["row_count"] = int(rows.get["rows"])
-        except Exception as exc:  # noqa: BLE001 - the count is a report; counting the rows is the fallback
-            ctx.log.warning(f"could not observe the written rows ({first_line(exc)}); counting them instead")
+        measured = self.written.collect(ctx.log)
+        if measured is not None:
+            metrics["row_count"] = measured.rows
         return metrics
 
     def _staged(self) -> str:

@@ -66,6 +66,10 @@ class SessionCatalogTable(TwoPhaseTable):
     superseded_retention_seconds: int = DEFAULT_RETENTION_SECONDS
     comments: Comments = field(default_factory=Comments)
 
+    @property
+    def replaces_partitions(self) -> bool:
+        return self.mode is Mode.OVERWRITE_PARTITIONS
+
     def staging_table(self, try_number: int | None = None) -> TableRef:
         return self.target.with_table(markers.staging_name(self.txn_id, try_number or self.try_number))
 
