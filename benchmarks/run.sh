@@ -7,8 +7,9 @@
 # With --compare <before.md> <after.md> first, phases_compared.py: two reports' phases side by side, as a section.
 # With --floor first, replace_floor.py: the least a same-shape replace costs over a plain CTAS, in a fresh driver.
 # With --durable first, durable_retry.py: the retry after a lost worker, recomputed vs adopted (durable=True).
+# With --metastore-calls first, metastore_calls.py: the metastore calls per publish against the plain statement's.
 # Reports go to build/reports/ (benchmarks.md + .png, or formats.md + .png for the iceberg_*/delta_* approaches;
-# profile.md), each with a history marker; --ab and --floor print. bash scripts/publish_reports.sh publishes them
+# profile.md; metastore-calls.md), each with a history marker; --ab and --floor print. bash scripts/publish_reports.sh publishes them
 # into docs/ with their history tables.
 set -euo pipefail
 cd "$(dirname "$0")/.."
@@ -31,6 +32,9 @@ elif [ "${1:-}" = --compare ]; then
 elif [ "${1:-}" = --durable ]; then
   shift
   exec python benchmarks/durable_retry.py "$@"
+elif [ "${1:-}" = --metastore-calls ]; then
+  shift
+  exec python benchmarks/metastore_calls.py "$@"
 elif [ "${1:-}" = --floor ]; then
   shift
   exec python benchmarks/replace_floor.py "$@"

@@ -8,6 +8,9 @@ request whose bytes match (an HTTP request line: ``^POST /path``; a Thrift call:
 an argument) reach the service, waits for the service's answer, and then
 closes the client's connection without it (``mode="close"``) or answers ``503`` in its place
 (``mode="503"``, as a gateway does; Iceberg 1.11's REST client does not send a commit again after it).
+
+Seeing every request, it also counts the calls a Thrift client makes (``calls``, by method name):
+how many metastore calls a publish costs, on the wire, where the service receives them.
 """
 
 from __future__ import annotations
@@ -16,10 +19,13 @@ import contextlib
 import re
 import socket
 import threading
+from collections import Counter
 from dataclasses import dataclass, field
 
 SERVICE_UNAVAILABLE = b"HTTP/1.1 503 Service Unavailable\r\nContent-Length: 0\r\nConnection: close\r\n\r\n"
 LOSE_MODES = ("close", "503")
+# A strict binary-protocol Thrift call: version 1 and type CALL, then the method name's length and the name.
+THRIFT_CALL = re.compile(rb"\x80\x01\x00\x01\x00\x00\x00([\x01-\x7f])")
 
 
 @dataclass
@@ -35,6 +41,8 @@ class FaultProxy:
     lost: list[str] = field(default_factory=list)
     """The request lines whose answers were lost, in order."""
     refused: int = 0
+    calls: Counter[str] = field(default_factory=Counter)
+    """Thrift calls forwarded to the service, by method name."""
     _armed: _Armed | None = None
     _refusing: bool = False
     _lock: threading.Lock = field(default_factory=threading.Lock)
@@ -89,6 +97,17 @@ class FaultProxy:
                 continue
             _Connection(self, client, upstream).start()
 
+    def _count(self, chunk: bytes) -> None:
+        names = []
+        for found in THRIFT_CALL.finditer(chunk):
+            length = found.group(1)[0]
+            name = chunk[found.end() : found.end() + length]
+            if len(name) == length and name.isascii() and name.replace(b"_", b"").isalnum():
+                names.append(name.decode())
+        if names:
+            with self._lock:
+                self.calls.update(names)
+
     def _claim(self, chunk: bytes) -> str | None:
         """The loss mode when ``chunk`` is the armed request (disarming it), else None."""
         with self._lock:
@@ -114,6 +133,7 @@ class _Connection:
     def _requests(self) -> None:
         try:
             while data := self.client.recv(65536):
+                self.proxy._count(data)
                 if self.losing is None:
                     self.losing = self.proxy._claim(data)
                 self.upstream.sendall(data)

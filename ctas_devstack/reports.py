@@ -5,7 +5,8 @@ A run writes its report under build/reports/ (ignored by git), never under docs/
 or ``formats.md`` for a run of the Iceberg/Delta approaches; benchmarks/ctas_benchmark.py) the
 profile (``profile.md``, benchmarks/profile_phases.py) and where a test run's minutes went
 (``test-times.md``, tests/support/test_times.py), what a durable try saves (``durable.md``,
-benchmarks/durable_retry.py) and the chaos soak (``soak.md``, tests/soak/test_soak.py). Each report
+benchmarks/durable_retry.py), the metastore calls per publish (``metastore-calls.md``,
+benchmarks/metastore_calls.py) and the chaos soak (``soak.md``, tests/soak/test_soak.py). Each report
 carries one history marker, an HTML comment with its history row's cells (run date, commit, key figures).
 
 Publishing (``bash scripts/publish_reports.sh``, i.e. ``python -m ctas_devstack.reports``) is done on
@@ -102,7 +103,13 @@ SOAK = Kind(
     ("run (UTC)", "commit", "runs", "broke an invariant", "published by a failed try after its commit decision"),
     "Published runs of the chaos soak (tests/soak/test_soak.py): the commit a run tested.",
 )
-KINDS = (RELIABILITY, BENCHMARKS, FORMATS, PROFILE, TEST_TIMES, DURABLE, SOAK)
+METASTORE_CALLS = Kind(
+    "metastore-calls",
+    ("run (UTC)", "commit", "calls per operation: provider / plain statement"),
+    _RUNS_NOTE + "The Thrift calls a metastore service received, counted in front of it; they do not depend "
+    "on the machine's speed.",
+)
+KINDS = (RELIABILITY, BENCHMARKS, FORMATS, PROFILE, TEST_TIMES, DURABLE, SOAK, METASTORE_CALLS)
 
 
 def stamp(iso: str | None = None) -> str:

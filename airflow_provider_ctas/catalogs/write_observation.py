@@ -12,7 +12,7 @@ measures with its own query.
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from typing import TYPE_CHECKING, Any
 
 from airflow_provider_ctas.catalogs.audit import Measured, aggregates
@@ -58,10 +58,18 @@ class WriteObservation:
         columns = [functions.expr(expr).alias(f"a{i}") for i, expr in enumerate(counted)]
         return frame.observe(self.observation, *columns)
 
+    def for_checks(self, frame: DataFrame, staged: Callable[[], StructType]) -> DataFrame:
+        """``frame`` observed when there are checks to measure, else as it is (a write that needs no
+        count of its own: the format's commit says how many rows it added)."""
+        return self.attach(frame, staged()) if self.checks else frame
+
     def collect(self, log: Reporter) -> Measured | None:
-        """What the write measured, once it has ended; None (logged) if the observation has nothing."""
+        """What the write measured, once it has ended; None if nothing was observed, or (logged)
+        the observation delivered nothing."""
+        if self.observation is None:
+            return None
         try:
-            values = self.observation.get if self.observation is not None else {}
+            values = self.observation.get
         except Exception as exc:  # noqa: BLE001 - a measurement; the audit's query is the fallback
             log.warning(f"could not read what the write observed ({first_line(exc)})")
             values = {}

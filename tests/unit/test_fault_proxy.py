@@ -4,7 +4,10 @@ loss is one-shot and only for the request it names, and a refusing proxy lets no
 from __future__ import annotations
 
 import http.client
+import socket
+import struct
 import threading
+import time
 from collections.abc import Iterator
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import ClassVar
@@ -77,3 +80,22 @@ def test_a_refusing_proxy_lets_no_request_through(proxy):
 def test_only_the_known_loss_modes_are_accepted(proxy):
     with pytest.raises(ValueError, match="mode must be one of"):
         proxy.lose_answer("^POST", mode="drop")
+
+
+def _thrift_call(name: str, payload: bytes = b"\x0b\x00\x01\x00\x00\x00\x02db\x00") -> bytes:
+    return b"\x80\x01\x00\x01" + struct.pack(">i", len(name)) + name.encode() + struct.pack(">i", 7) + payload
+
+
+def test_thrift_calls_are_counted_by_method_and_http_requests_are_not(proxy):
+    """Two calls in one send (a batch) and one split over two sends, as a client's buffer may."""
+    _post(proxy, "/tables/t", "x")
+    with socket.create_connection(("127.0.0.1", proxy.port), timeout=10) as sock:
+        sock.sendall(_thrift_call("get_table") + _thrift_call("alter_table_with_environment_context"))
+        call = _thrift_call("get_table")
+        sock.sendall(call[:9])
+        time.sleep(0.2)
+        sock.sendall(call[9:])
+        time.sleep(0.2)
+    assert proxy.calls == {"get_table": 1, "alter_table_with_environment_context": 1}, (
+        "a header split across sends is not seen: the metastore client sends each call in one flush"
+    )

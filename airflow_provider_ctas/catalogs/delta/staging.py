@@ -38,7 +38,7 @@ def write_staging(run: DeltaRun, observation: WriteObservation) -> tuple[str, in
     """Appends the query's rows to the (created) staging table, observed for the checks the write
     measures; what it touched, and the rows."""
     staging = run.table.staging_table()
-    frame = observation.attach(run.query(), run.spark.table(staging.quoted).schema)
+    frame = observation.for_checks(run.query(), lambda: run.spark.table(staging.quoted).schema)
     with run.engine.progress(f"prepare {run.table.target}", run.log), run.user_metadata():
         # The append carries no application version: on a table nobody else writes it would only
         # cost Delta a state reconstruction (measured: +3 s); retries read the published table's

@@ -31,7 +31,9 @@ def write(run: IcebergRun, plan: IcebergPlan, what: str, observation: WriteObser
     from pyspark.sql.functions import lit
 
     into = staged_name(run, plan)
-    frame = observation.attach(run.spark.sql(as_subquery(run.request.sql or "")), run.spark.table(into).schema)
+    frame = observation.for_checks(
+        run.spark.sql(as_subquery(run.request.sql or "")), lambda: run.spark.table(into).schema
+    )
     writer = frame.writeTo(into).options(**{SNAPSHOT_PROPERTY + k: v for k, v in try_markers(run.table).items()})
     with run.engine.progress(what, run.log):
         if plan.mechanism is Publish.RENAME:

@@ -1,0 +1,258 @@
+"""Metastore calls per publish, counted where the metastore receives them (issue 53).
+
+    bash benchmarks/run.sh --metastore-calls [--partitions 1 10 100 1000] [--rows 10000]
+
+A Hive metastore service (the dev stack's) sits behind the dev stack's proxy, which counts the
+Thrift calls it forwards, by method. One pyspark driver (local[2]) reaches the service through the
+proxy and runs, per operation, the plain statement a user runs for it and the provider's phases in
+process, phase by phase, as a driver runs them, each on a table of its own (one that exists already
+where the operation replaces one). Both run in the same warm session, so neither pays the session's
+first calls; the counts do not depend on the rows, only on the operation and its partitions.
+
+The report (build/reports/metastore-calls.md, with a history marker) gives per operation the plain
+statement's calls, the provider's per phase, and the calls it makes beyond the plain statement's,
+by method.
+"""
+
+from __future__ import annotations
+
+import argparse
+import shutil
+import sys
+import tempfile
+import uuid
+from collections import Counter
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+HERE = Path(__file__).resolve().parent
+REPO = HERE.parent
+sys.path.insert(0, str(REPO))
+
+from ctas_devstack import reports  # noqa: E402
+from ctas_devstack.fault_proxy import FaultProxy  # noqa: E402
+from ctas_devstack.metastore import HiveMetastore  # noqa: E402
+
+METASTORE_CALLS = reports.METASTORE_CALLS
+DATABASE = "calls"
+PHASES = ("begin", "prepare", "commit")
+SELECT = "SELECT id, concat('c', CAST(id % {partitions} AS STRING)) AS p, id * 2 AS amount FROM range({rows})"
+
+
+@dataclass(frozen=True)
+class Operation:
+    name: str
+    mode: str
+    partitions: int
+    """The target's partitions the operation writes (0: unpartitioned)."""
+    existing: bool
+    """Whether the target exists before (a replace of it)."""
+    plain: str
+    """The plain statement a user runs for the same change ({t}: the table, {q}: the query)."""
+    allow_swap: bool = False
+
+
+@dataclass
+class Counted:
+    plain: Counter[str] = field(default_factory=Counter)
+    phases: dict[str, Counter[str]] = field(default_factory=dict)
+
+    @property
+    def atomic(self) -> Counter[str]:
+        return sum(self.phases.values(), Counter())
+
+
+def operations(partitions: list[int]) -> list[Operation]:
+    found = [
+        Operation(
+            "create, partitioned (8 partitions): rename",
+            "create",
+            8,
+            False,
+            "CREATE TABLE {t} USING parquet PARTITIONED BY (p) AS {q}",
+        ),
+        Operation("replace, same shape, unpartitioned: flip", "replace", 0, True, "INSERT OVERWRITE TABLE {t} {q}"),
+        Operation(
+            "replace, partitioned (8 partitions): swap (allow_swap)",
+            "replace",
+            8,
+            True,
+            "INSERT OVERWRITE TABLE {t} {q}",
+            allow_swap=True,
+        ),
+    ]
+    found += [
+        Operation(
+            f"overwrite_partitions, {count} partition(s) replaced",
+            "overwrite_partitions",
+            count,
+            True,
+            # The same change in plain Spark: a dynamic partition overwrite.
+            "INSERT OVERWRITE TABLE {t} {q}",
+        )
+        for count in partitions
+    ]
+    return found
+
+
+def _session(service: HiveMetastore, proxy: FaultProxy) -> Any:
+    from pyspark.sql import SparkSession
+
+    builder = SparkSession.builder.master("local[2]").enableHiveSupport()
+    conf = {
+        **service.spark_conf(),
+        "spark.hadoop.hive.metastore.uris": f"thrift://127.0.0.1:{proxy.port}",
+        "spark.log.level": "WARN",
+        "spark.ui.showConsoleProgress": "false",
+    }
+    for key, value in conf.items():
+        builder = builder.config(key, value)
+    return builder.getOrCreate()
+
+
+class _Log:
+    def info(self, message: str) -> None:
+        pass
+
+    def warning(self, message: str) -> None:
+        print(f"  warning: {message}", file=sys.stderr)
+
+
+def _counted(proxy: FaultProxy, work: Callable[[], object]) -> Counter[str]:
+    before = Counter(proxy.calls)
+    work()
+    return Counter(proxy.calls) - before
+
+
+def _query(operation: Operation, rows: int) -> str:
+    return SELECT.format(partitions=max(operation.partitions, 1), rows=rows)
+
+
+def _table(spark: Any, operation: Operation, rows: int) -> str:
+    target = f"{DATABASE}.t_{uuid.uuid4().hex[:8]}"
+    if operation.existing:
+        partitioned = " PARTITIONED BY (p)" if operation.partitions else ""
+        spark.sql(f"CREATE TABLE {target} USING parquet{partitioned} AS {_query(operation, rows)}")
+    return target
+
+
+def _atomic(spark: Any, proxy: FaultProxy, operation: Operation, rows: int) -> dict[str, Counter[str]]:
+    from airflow_provider_ctas.catalogs import create_two_phase_table
+    from airflow_provider_ctas.catalogs.session_catalog.executor import SessionCatalogExecutor
+    from airflow_provider_ctas.core.protocol import RUN_PHASES, PhaseReport, PhaseRequest
+    from airflow_provider_ctas.core.transaction import TransactionKey
+
+    target = _table(spark, operation, rows)
+    table = create_two_phase_table(
+        key=TransactionKey("metastore_calls", "ctas", f"run_{uuid.uuid4().hex}"),
+        conn_id="spark_default",
+        target=target,
+        mode=operation.mode,
+        table_format="parquet",
+        partition_by=["p"] if operation.partitions else [],
+        allow_swap=operation.allow_swap,
+    )
+    table.begin(1, "2026-01-01T00:00:00+00:00")
+    request = PhaseRequest(phases=RUN_PHASES, table=table.to_dict(), sql=_query(operation, rows))
+    executor = SessionCatalogExecutor(spark, table, request, _Log())  # type: ignore[arg-type]
+    counts = {
+        phase: _counted(proxy, lambda phase=phase: executor.run(phase, PhaseReport(phase, "ok", 0.0)))
+        for phase in PHASES
+    }
+    if not executor.progress.published:
+        raise RuntimeError(f"{operation.name}: the provider did not publish")
+    return counts
+
+
+def _plain(spark: Any, proxy: FaultProxy, operation: Operation, rows: int) -> Counter[str]:
+    target = _table(spark, operation, rows)
+    spark.conf.set("spark.sql.sources.partitionOverwriteMode", "dynamic" if operation.partitions else "static")
+    statement = operation.plain.format(t=target, q=_query(operation, rows))
+    return _counted(proxy, lambda: spark.sql(statement))
+
+
+def measure(partitions: list[int], rows: int) -> dict[str, Counted]:
+    root = Path(tempfile.mkdtemp(prefix="metastore-calls-"))
+    service = HiveMetastore(root / "hms").start()
+    proxy = FaultProxy(("127.0.0.1", service.port)).start()
+    try:
+        spark = _session(service, proxy)
+        spark.sql(f"CREATE DATABASE {DATABASE}")
+        warm = Operation("warm-up", "replace", 0, True, "INSERT OVERWRITE TABLE {t} {q}")
+        _plain(spark, proxy, warm, 10)
+        _atomic(spark, proxy, warm, 10)
+        counted: dict[str, Counted] = {}
+        for operation in operations(partitions):
+            result = Counted(plain=_plain(spark, proxy, operation, rows))
+            result.phases = _atomic(spark, proxy, operation, rows)
+            counted[operation.name] = result
+            print(f"{operation.name}: plain {result.plain.total()}, atomic {result.atomic.total()}", file=sys.stderr)
+        spark.stop()
+    finally:
+        proxy.stop()
+        service.stop(grace=1.0)
+        shutil.rmtree(root, ignore_errors=True)
+    return counted
+
+
+def _methods(counts: Counter[str]) -> str:
+    return ", ".join(f"`{name}` {count}" for name, count in sorted(counts.items(), key=lambda i: (-i[1], i[0]))) or "-"
+
+
+def _beyond(result: Counted) -> str:
+    """The provider's calls beyond the plain statement's, by method (fewer: negative)."""
+    atomic, plain = result.atomic, result.plain
+    diff = {name: atomic[name] - plain[name] for name in atomic.keys() | plain.keys() if atomic[name] != plain[name]}
+    return ", ".join(f"`{n}` {d:+d}" for n, d in sorted(diff.items(), key=lambda i: (-i[1], i[0]))) or "none"
+
+
+def render(counted: dict[str, Counted], rows: int) -> str:
+    cells = [
+        reports.stamp(),
+        reports.commit("airflow_provider_ctas", "benchmarks", "ctas_devstack"),
+        "; ".join(f"{name.split(':')[0]} {r.atomic.total()}/{r.plain.total()}" for name, r in counted.items()),
+    ]
+    lines = [
+        "# Metastore calls per publish",
+        "",
+        "Generated by `bash benchmarks/run.sh --metastore-calls` (benchmarks/metastore_calls.py; do not edit by hand).",
+        "",
+        f"Run at commit {cells[1]}: the Thrift calls a Hive metastore service received (counted by a proxy in "
+        f"front of it), per operation on a parquet table in the session catalog, {rows} rows: the plain "
+        "statement a user runs for the same change, and the provider's phases in one warm driver. A platform "
+        "team sees this cost at scale: each call is a metastore round trip and, for most, a database "
+        "transaction in the metastore's backing store.",
+        "",
+        "| operation | plain statement | provider: begin | prepare | commit | provider total | beyond plain |",
+        "|---|---:|---:|---:|---:|---:|---:|",
+    ]
+    for name, result in counted.items():
+        phases = [str(result.phases[p].total()) for p in PHASES]
+        lines.append(
+            f"| {name} | {result.plain.total()} | {' | '.join(phases)} | {result.atomic.total()} | "
+            f"{result.atomic.total() - result.plain.total():+d} |"
+        )
+    lines += ["", "## By method", "", "| operation | plain statement | provider | beyond plain |", "|---|---|---|---|"]
+    for name, result in counted.items():
+        lines.append(f"| {name} | {_methods(result.plain)} | {_methods(result.atomic)} | {_beyond(result)} |")
+    lines += ["", reports.marker(METASTORE_CALLS, cells)]
+    return "\n".join(lines) + "\n"
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--partitions", type=int, nargs="+", default=[1, 10, 100, 1000])
+    parser.add_argument("--rows", type=int, default=10000)
+    args = parser.parse_args(argv)
+    text = render(measure(args.partitions, args.rows), args.rows)
+    METASTORE_CALLS.report.parent.mkdir(parents=True, exist_ok=True)
+    METASTORE_CALLS.report.write_text(text)
+    print(text)
+    print(f"written to {METASTORE_CALLS.report}; bash scripts/publish_reports.sh publishes it", file=sys.stderr)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
