@@ -10,8 +10,9 @@ where the operation replaces one). Both run in the same warm session, so neither
 first calls; the counts do not depend on the rows, only on the operation and its partitions.
 
 The report (build/reports/metastore-calls.md, with a history marker) gives per operation the plain
-statement's calls, the provider's per phase, and the calls it makes beyond the plain statement's,
-by method.
+statement's calls, the provider's per phase, the calls it makes beyond the plain statement's, by
+method, and where in the provider each call is made (the driver's Python stack when the proxy
+forwarded it: a call is made while the Python call that caused it waits for the JVM).
 """
 
 from __future__ import annotations
@@ -20,6 +21,8 @@ import argparse
 import shutil
 import sys
 import tempfile
+import threading
+import traceback
 import uuid
 from collections import Counter
 from collections.abc import Callable
@@ -38,7 +41,7 @@ from ctas_devstack.metastore import HiveMetastore  # noqa: E402
 METASTORE_CALLS = reports.METASTORE_CALLS
 DATABASE = "calls"
 PHASES = ("begin", "prepare", "commit")
-SELECT = "SELECT id, concat('c', CAST(id % {partitions} AS STRING)) AS p, id * 2 AS amount FROM range({rows})"
+SELECT = "SELECT id, id * 2 AS amount, concat('c', CAST(id % {partitions} AS STRING)) AS p FROM range({rows})"
 
 
 @dataclass(frozen=True)
@@ -58,6 +61,8 @@ class Operation:
 class Counted:
     plain: Counter[str] = field(default_factory=Counter)
     phases: dict[str, Counter[str]] = field(default_factory=dict)
+    sources: dict[str, Counter[tuple[str, str]]] = field(default_factory=dict)
+    """Per phase, the provider's calls by (method, where in the provider it was made)."""
 
     @property
     def atomic(self) -> Counter[str]:
@@ -120,6 +125,27 @@ class _Log:
         print(f"  warning: {message}", file=sys.stderr)
 
 
+class Sources:
+    """Where the provider made each call: the innermost frames of the provider's package on the
+    main thread's stack at the moment the proxy forwards it."""
+
+    def __init__(self) -> None:
+        self.main = threading.main_thread().ident
+        self.current: Counter[tuple[str, str]] | None = None
+
+    def __call__(self, method: str) -> None:
+        frame = sys._current_frames().get(self.main or 0)
+        if self.current is None or frame is None:
+            return
+        package = str(REPO / "airflow_provider_ctas")
+        ours = [f for f in traceback.extract_stack(frame) if f.filename.startswith(package)]
+        where = " < ".join(
+            f"{Path(f.filename).relative_to(package).with_suffix('').as_posix().replace('/', '.')}.{f.name}"
+            for f in reversed(ours[-2:])
+        )
+        self.current[(method, where or "?")] += 1
+
+
 def _counted(proxy: FaultProxy, work: Callable[[], object]) -> Counter[str]:
     before = Counter(proxy.calls)
     work()
@@ -138,7 +164,7 @@ def _table(spark: Any, operation: Operation, rows: int) -> str:
     return target
 
 
-def _atomic(spark: Any, proxy: FaultProxy, operation: Operation, rows: int) -> dict[str, Counter[str]]:
+def _atomic(spark: Any, proxy: FaultProxy, operation: Operation, rows: int, sources: Sources, into: Counted) -> None:
     from airflow_provider_ctas.catalogs import create_two_phase_table
     from airflow_provider_ctas.catalogs.session_catalog.executor import SessionCatalogExecutor
     from airflow_provider_ctas.core.protocol import RUN_PHASES, PhaseReport, PhaseRequest
@@ -157,13 +183,12 @@ def _atomic(spark: Any, proxy: FaultProxy, operation: Operation, rows: int) -> d
     table.begin(1, "2026-01-01T00:00:00+00:00")
     request = PhaseRequest(phases=RUN_PHASES, table=table.to_dict(), sql=_query(operation, rows))
     executor = SessionCatalogExecutor(spark, table, request, _Log())  # type: ignore[arg-type]
-    counts = {
-        phase: _counted(proxy, lambda phase=phase: executor.run(phase, PhaseReport(phase, "ok", 0.0)))
-        for phase in PHASES
-    }
+    for phase in PHASES:
+        sources.current = into.sources.setdefault(phase, Counter())
+        into.phases[phase] = _counted(proxy, lambda phase=phase: executor.run(phase, PhaseReport(phase, "ok", 0.0)))
+        sources.current = None
     if not executor.progress.published:
         raise RuntimeError(f"{operation.name}: the provider did not publish")
-    return counts
 
 
 def _plain(spark: Any, proxy: FaultProxy, operation: Operation, rows: int) -> Counter[str]:
@@ -176,17 +201,18 @@ def _plain(spark: Any, proxy: FaultProxy, operation: Operation, rows: int) -> Co
 def measure(partitions: list[int], rows: int) -> dict[str, Counted]:
     root = Path(tempfile.mkdtemp(prefix="metastore-calls-"))
     service = HiveMetastore(root / "hms").start()
-    proxy = FaultProxy(("127.0.0.1", service.port)).start()
+    sources = Sources()
+    proxy = FaultProxy(("127.0.0.1", service.port), on_call=sources).start()
     try:
         spark = _session(service, proxy)
         spark.sql(f"CREATE DATABASE {DATABASE}")
         warm = Operation("warm-up", "replace", 0, True, "INSERT OVERWRITE TABLE {t} {q}")
         _plain(spark, proxy, warm, 10)
-        _atomic(spark, proxy, warm, 10)
+        _atomic(spark, proxy, warm, 10, sources, Counted())
         counted: dict[str, Counted] = {}
         for operation in operations(partitions):
             result = Counted(plain=_plain(spark, proxy, operation, rows))
-            result.phases = _atomic(spark, proxy, operation, rows)
+            _atomic(spark, proxy, operation, rows, sources, result)
             counted[operation.name] = result
             print(f"{operation.name}: plain {result.plain.total()}, atomic {result.atomic.total()}", file=sys.stderr)
         spark.stop()
@@ -237,6 +263,24 @@ def render(counted: dict[str, Counted], rows: int) -> str:
     lines += ["", "## By method", "", "| operation | plain statement | provider | beyond plain |", "|---|---|---|---|"]
     for name, result in counted.items():
         lines.append(f"| {name} | {_methods(result.plain)} | {_methods(result.atomic)} | {_beyond(result)} |")
+    lines += [
+        "",
+        "## Where the provider makes them",
+        "",
+        "Each call with the provider's function that made it (and its caller); a call made inside a SQL "
+        "statement the provider runs (`catalog.sql`) is Spark's command at work.",
+        "",
+        "| operation | phase | calls: method, count, where |",
+        "|---|---|---|",
+    ]
+    for name, result in counted.items():
+        for phase in PHASES:
+            made = result.sources.get(phase, Counter())
+            cell = "<br>".join(
+                f"`{method}` {count}: {where}"
+                for (method, where), count in sorted(made.items(), key=lambda item: (item[0][1], item[0][0]))
+            )
+            lines.append(f"| {name} | {phase} | {cell or '-'} |")
     lines += ["", reports.marker(METASTORE_CALLS, cells)]
     return "\n".join(lines) + "\n"
 

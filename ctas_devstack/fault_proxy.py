@@ -20,6 +20,7 @@ import re
 import socket
 import threading
 from collections import Counter
+from collections.abc import Callable
 from dataclasses import dataclass, field
 
 SERVICE_UNAVAILABLE = b"HTTP/1.1 503 Service Unavailable\r\nContent-Length: 0\r\nConnection: close\r\n\r\n"
@@ -43,6 +44,8 @@ class FaultProxy:
     refused: int = 0
     calls: Counter[str] = field(default_factory=Counter)
     """Thrift calls forwarded to the service, by method name."""
+    on_call: Callable[[str], None] | None = None
+    """Called with each Thrift call's method name as it is forwarded (in the proxy's thread)."""
     _armed: _Armed | None = None
     _refusing: bool = False
     _lock: threading.Lock = field(default_factory=threading.Lock)
@@ -101,12 +104,14 @@ class FaultProxy:
         names = []
         for found in THRIFT_CALL.finditer(chunk):
             length = found.group(1)[0]
-            name = chunk[found.end() : found.end() + length]
-            if len(name) == length and name.isascii() and name.replace(b"_", b"").isalnum():
-                names.append(name.decode())
-        if names:
-            with self._lock:
-                self.calls.update(names)
+            raw = chunk[found.end() : found.end() + length]
+            if len(raw) == length and raw.isascii() and raw.replace(b"_", b"").isalnum():
+                names.append(raw.decode())
+        with self._lock:
+            self.calls.update(names)
+        for method in names:
+            if self.on_call is not None:
+                self.on_call(method)
 
     def _claim(self, chunk: bytes) -> str | None:
         """The loss mode when ``chunk`` is the armed request (disarming it), else None."""

@@ -16,6 +16,7 @@ from urllib.parse import unquote
 from airflow_provider_ctas.core.details import Details
 from airflow_provider_ctas.core.identifiers import TableRef, quote, sql_string_literal
 from airflow_provider_ctas.spark.catalog_entry import (
+    MISSING_CONDITIONS,
     CatalogEntry,
     described,
     entry_of,
@@ -24,6 +25,7 @@ from airflow_provider_ctas.spark.catalog_entry import (
     raw_metadata,
     serves_fully,
 )
+from airflow_provider_ctas.spark.errors import error_condition
 from airflow_provider_ctas.spark.filesystem import ConnectFileSystem, FileSystem, HadoopFileSystem
 from airflow_provider_ctas.spark.plan_lineage import InputEntry, leaf_inputs, plan_column_lineage
 
@@ -148,6 +150,19 @@ class ClassicEngine:
         end up in the Hadoop configuration; empty for the embedded metastore."""
         return str(self.spark.sparkContext._jsc.hadoopConfiguration().get("hive.metastore.uris") or "")
 
+    def database_location(self, database: str) -> str | None:
+        """One ``get_database``; None when there is no such database. The session catalog's
+        ``databaseExists`` and ``getDatabase`` make three each (counted: benchmarks/metastore_calls.py)."""
+        from pyspark.errors import AnalysisException
+
+        try:
+            found = self.spark._jsparkSession.sessionState().catalog().externalCatalog().getDatabase(database)
+        except AnalysisException as exc:
+            if error_condition(exc).startswith(MISSING_CONDITIONS):
+                return None
+            raise
+        return str(found.locationUri().toString())
+
     def table_entry(self, ref: TableRef) -> CatalogEntry | None:
         """One session-catalog call for Spark's own sources; the SQL commands for the others."""
         metadata = raw_metadata(self.spark, ref)
@@ -166,8 +181,7 @@ class ClassicEngine:
     def partitions(self, ref: TableRef, columns: list[str]) -> dict[tuple[str, ...], str]:
         """One metastore call; Spark SQL has no statement that lists partition locations."""
         jvm: Any = self.spark._jvm
-        external = self.spark._jsparkSession.sessionState().catalog().externalCatalog()
-        partitions = external.listPartitions(ref.database, ref.table, jvm.scala.Option.apply(None))
+        partitions = self._external().listPartitions(ref.database, ref.table, jvm.scala.Option.apply(None))
         found: dict[tuple[str, ...], str] = {}
         iterator = partitions.iterator()
         while iterator.hasNext():
@@ -183,7 +197,7 @@ class ClassicEngine:
         if before is None or not serves_fully(before):
             _set_properties_by_sql(self.spark, ref, properties)
             return
-        self.spark._jsparkSession.sessionState().catalog().alterTable(self._changed(before, properties))
+        self._external().alterTable(self._changed(before, properties))
 
     def drop(self, ref: TableRef) -> None:
         """``DROP TABLE IF EXISTS t PURGE`` as one catalog call (a managed table's data goes with it,
@@ -212,7 +226,7 @@ class ClassicEngine:
             return False
         jvm: Any = self.spark._jvm
         external = jvm.org.apache.spark.sql.catalyst.catalog.CatalogTableType.EXTERNAL()
-        self.spark._jsparkSession.sessionState().catalog().alterTable(_with_field(before, before.tableType(), external))
+        self._external().alterTable(_with_field(before, before.tableType(), external))
         return True
 
     def relocate(self, ref: TableRef, location: str, properties: Mapping[str, str]) -> Callable[[], None] | None:
@@ -231,11 +245,17 @@ class ClassicEngine:
         jvm: Any = self.spark._jvm
         uri = jvm.scala.Some(jvm.org.apache.spark.sql.catalyst.catalog.CatalogUtils.stringToURI(location))
         storage = _with_field(before.storage(), before.storage().locationUri(), uri)
-        catalog = self.spark._jsparkSession.sessionState().catalog()
+        catalog = self._external()
         catalog.alterTable(_with_field(self._changed(before, properties), before.storage(), storage))
         if before.stats().isDefined():  # alterTable keeps them (measured); a second call, as the statement makes
-            catalog.alterTableStats(before.identifier(), jvm.scala.Option.empty())
+            catalog.alterTableStats(ref.database, ref.table, jvm.scala.Option.empty())
         return lambda: catalog.alterTable(before)
+
+    def _external(self) -> Any:
+        """The external catalog (with its listeners): the session catalog's alterTable and
+        alterPartitions first check that the database and the table exist, three more metastore
+        calls each (counted: benchmarks/metastore_calls.py); the table was just read."""
+        return self.spark._jsparkSession.sessionState().catalog().externalCatalog()
 
     def _changed(self, before: Any, properties: Mapping[str, str]) -> Any:
         """A copy of a JVM ``CatalogTable`` with more properties."""
@@ -254,10 +274,10 @@ class ClassicEngine:
         readers see either none or all of the partitions switched.
         """
         jvm: Any = self.spark._jvm
-        catalog = self.spark._jsparkSession.sessionState().catalog()
+        catalog = self._external()
         changed = jvm.java.util.ArrayList()
         previous: dict[tuple[str, ...], str | None] = {}
-        partitions = catalog.externalCatalog().listPartitions(ref.database, ref.table, jvm.scala.Option.apply(None))
+        partitions = catalog.listPartitions(ref.database, ref.table, jvm.scala.Option.apply(None))
         iterator = partitions.iterator()
         while iterator.hasNext():
             partition = iterator.next()
@@ -273,8 +293,7 @@ class ClassicEngine:
             changed.add(_with_field(partition, storage, _with_field(storage, storage.locationUri(), uri)))
         if changed.size() != len(locations):
             raise RuntimeError(f"{ref}: {len(locations) - changed.size()} partition(s) to switch disappeared")
-        identifier = jvm.org.apache.spark.sql.catalyst.TableIdentifier(ref.table, jvm.scala.Some(ref.database))
-        catalog.alterPartitions(identifier, jvm.org.apache.spark.api.python.PythonUtils.toList(changed))
+        catalog.alterPartitions(ref.database, ref.table, jvm.org.apache.spark.api.python.PythonUtils.toList(changed))
         switched(sorted(previous.items()))
 
     @contextlib.contextmanager
@@ -358,6 +377,11 @@ class ConnectEngine:
     def metastore_uris(self) -> str:
         """The server's Spark conf (its hive-site.xml is out of a client's reach); empty if unset."""
         return str(self.spark.conf.get("spark.hadoop.hive.metastore.uris", "") or "")
+
+    def database_location(self, database: str) -> str | None:
+        if not self.spark.catalog.databaseExists(database):
+            return None
+        return str(self.spark.catalog.getDatabase(database).locationUri)
 
     def table_entry(self, ref: TableRef) -> CatalogEntry | None:
         """The SQL commands: a Connect client has no handle on the server's session catalog."""

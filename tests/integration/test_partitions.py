@@ -9,6 +9,7 @@ import time
 import pytest
 
 from airflow_provider_ctas.core import markers
+from ctas_devstack.fault_proxy import FaultProxy
 from tests.support.catalog import comments, count, database_dir, fresh, leftovers, partition_locations, properties
 from tests.support.dags import make_dag, run_dag, xcom_value
 from tests.support.faults import Reader, check_observations
@@ -212,4 +213,31 @@ def test_partition_values_that_paths_escape_switch_in_from_a_staging_directory(s
     table_dir = database_dir(spark, database) / "odd_values"
     old_versions = [p for p in table_dir.iterdir() if p.is_dir() and not p.name.startswith("_")]  # not a marker
     assert old_versions == [], "the first run's partitions are superseded and deleted (retention 0)"
+    assert leftovers(spark, database) == []
+
+
+def test_any_number_of_partitions_switch_in_at_most_two_metastore_calls(stack, spark, database, metastore):
+    """README: the partitions a run produces switch with at most two metastore calls, new ones in one
+    ``add_partitions`` and existing ones in one ``alter_partitions``, counted where the metastore
+    receives them (the dev stack's proxy in front of it): 12 partitions, 6 of them replacing."""
+    target = f"{database}.many"
+    seed = "SELECT id, CAST(id % 6 AS STRING) AS k FROM range(60)"
+    fresh(spark).sql(f"CREATE TABLE {target} USING parquet PARTITIONED BY (k) AS {seed}")
+    proxy = FaultProxy(("127.0.0.1", metastore.port)).start()
+    try:
+        conf = {"spark.hadoop.hive.metastore.uris": f"thrift://127.0.0.1:{proxy.port}"}
+        sql = "SELECT id, CAST(id % 12 AS STRING) AS k FROM range(120)"
+        dag = make_dag("many_partitions", target_table=target, mode="overwrite_partitions", partition_by=["k"], sql=sql,
+                       conf=conf)  # fmt: skip
+        run_ = run_dag(dag)
+    finally:
+        proxy.stop()
+
+    assert run_.task_state == "success"
+    txn = xcom_value("many_partitions", run_.run_id, "ctas_transaction")
+    assert len(txn["details"]["publish"]["partitions"]) == 12
+    assert count(spark, target) == 120
+    assert proxy.calls["get_table"] > 0, "the driver's calls went through the proxy"
+    changes = {method: n for method, n in proxy.calls.items() if "partition" in method and not method.startswith("get")}
+    assert changes == {"add_partitions_req": 1, "alter_partitions": 1}, proxy.calls
     assert leftovers(spark, database) == []

@@ -88,6 +88,8 @@ def _thrift_call(name: str, payload: bytes = b"\x0b\x00\x01\x00\x00\x00\x02db\x0
 
 def test_thrift_calls_are_counted_by_method_and_http_requests_are_not(proxy):
     """Two calls in one send (a batch) and one split over two sends, as a client's buffer may."""
+    seen: list[str] = []
+    proxy.on_call = seen.append
     _post(proxy, "/tables/t", "x")
     with socket.create_connection(("127.0.0.1", proxy.port), timeout=10) as sock:
         sock.sendall(_thrift_call("get_table") + _thrift_call("alter_table_with_environment_context"))
@@ -99,3 +101,4 @@ def test_thrift_calls_are_counted_by_method_and_http_requests_are_not(proxy):
     assert proxy.calls == {"get_table": 1, "alter_table_with_environment_context": 1}, (
         "a header split across sends is not seen: the metastore client sends each call in one flush"
     )
+    assert seen == ["get_table", "alter_table_with_environment_context"], "each call reported as forwarded"

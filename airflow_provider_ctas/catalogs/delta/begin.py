@@ -30,7 +30,7 @@ def begin(run: DeltaRun, report: PhaseReport, *, checks: bool) -> DeltaPlan | No
     table, target = run.table, run.table.target
     run.details["metastore_uris"] = run.engine.metastore_uris()
     run.details["spark_application"] = run.engine.application()
-    if not run.spark.catalog.databaseExists(target.database):
+    if run.catalog.database_location(target.database) is None:
         raise DatabaseNotFoundError(f"database {target.database!r} does not exist; create it first")
     # With durable=True an earlier try's staging may be taken over: it is cleaned up after that.
     adopts = bool(run.request.durable) and table.try_number > 1

@@ -13,7 +13,7 @@ from datetime import UTC, datetime
 from typing import TYPE_CHECKING
 
 from airflow_provider_ctas.core import markers
-from airflow_provider_ctas.core.errors import UnsupportedTargetError
+from airflow_provider_ctas.core.errors import DatabaseNotFoundError, UnsupportedTargetError
 from airflow_provider_ctas.core.identifiers import TableRef, quote, sql_string_literal
 from airflow_provider_ctas.spark.catalog_entry import METASTORE_PROVIDERS, CatalogEntry
 from airflow_provider_ctas.spark.engine import engine_for, is_connect
@@ -71,10 +71,22 @@ class CatalogClient:
             updated = dataclasses.replace(marker, published_at=published_at, retained=retained)
             self.fs.write_text(path, updated.to_json())
 
-    def db_location(self, database: str) -> str:
+    def database_location(self, database: str) -> str | None:
+        """The database's location, or None when there is no such database (read once)."""
         if database not in self._db_locations:
-            self._db_locations[database] = str(self.spark.catalog.getDatabase(database).locationUri).rstrip("/")
+            location = self.engine.database_location(database)
+            if location is None:
+                return None
+            self._db_locations[database] = location.rstrip("/")
         return self._db_locations[database]
+
+    def db_location(self, database: str) -> str:
+        location = self.database_location(database)
+        if location is None:
+            raise DatabaseNotFoundError(
+                f"database {database!r} does not exist in Spark's session catalog; create it first"
+            )
+        return location
 
     def reserved_tables(self, database: str, txn_id: str | None = None) -> list[tuple[markers.ReservedName, TableRef]]:
         """Tables under this provider's reserved names (optionally of one transaction)."""

@@ -24,7 +24,6 @@ from airflow_provider_ctas.catalogs.session_catalog.publish.rename import target
 from airflow_provider_ctas.core import markers
 from airflow_provider_ctas.core.comments import Comments
 from airflow_provider_ctas.core.errors import (
-    DatabaseNotFoundError,
     LeftoverError,
     PublishError,
     TargetExistsError,
@@ -42,10 +41,7 @@ if TYPE_CHECKING:
 
 def begin(ctx: RunContext, report: PhaseReport) -> Plan:
     target = ctx.table.target
-    if not ctx.spark.catalog.databaseExists(target.database):
-        raise DatabaseNotFoundError(
-            f"database {target.database!r} does not exist in Spark's session catalog; create it first"
-        )
+    ctx.catalog.db_location(target.database)  # DatabaseNotFoundError, before anything else
     # The metastore this driver really uses, for lineage (whatever configured it: conf, hive-site.xml).
     ctx.details["metastore_uris"] = ctx.catalog.engine.metastore_uris()
     ctx.details["spark_application"] = ctx.catalog.engine.application()

@@ -41,7 +41,7 @@ class SessionCatalogGc:
 
     def run(self) -> dict[str, Any]:
         for database in self.params.databases:
-            if not self.catalog.spark.catalog.databaseExists(database):
+            if self.catalog.database_location(database) is None:
                 self.ledger.note("kept", database, "database does not exist")
                 continue
             for parsed, ref in self.catalog.reserved_tables(database):
