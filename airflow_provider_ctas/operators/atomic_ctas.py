@@ -103,8 +103,8 @@ class AtomicCtasOperator(CtasLifecycle, CtasLineageMixin, BaseOperator):
         publish over the same data, or GC, deletes it afterwards. ``0`` deletes it at once.
     :param checks: assertions on the staged version, evaluated after it is written and before it is
         published (``airflow_provider_ctas.checks``: ``RowCount``, ``NotNull``, ``Unique``,
-        ``AcceptedValues``, ``RowCountChange``, ``SqlCheck``, or their dict form); templated. A
-        failed check publishes nothing and fails the task with ``AUDIT_FAILED``.
+        ``AcceptedValues``, ``ValueRange``, ``RowCountChange``, ``SqlCheck``, or their dict form);
+        templated. A failed check publishes nothing and fails the task with ``AUDIT_FAILED``.
     :param retry_on_failed_checks: retry the task when a check fails (default: fail at once, since
         the same data fails the same checks again; set it when the data may still be arriving).
     :param durable: keep a try's work when its worker is lost after the write: a driver whose task
