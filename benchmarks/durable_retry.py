@@ -41,22 +41,25 @@ VARIANTS = ("recomputed", "adopted")
 DURABLE = reports.DURABLE
 
 
-def _session(world: Path) -> Any:
+def local_session(conf: dict[str, str]) -> Any:
+    """The harness's in-process driver: local[2], Hive support, quiet, with ``conf``."""
     from pyspark.sql import SparkSession
 
-    from ctas_devstack.metastore import embedded_derby_conf
-
     builder = SparkSession.builder.master("local[2]").enableHiveSupport()
-    for key, value in {
-        **embedded_derby_conf(world),
-        "spark.log.level": "WARN",
-        "spark.ui.showConsoleProgress": "false",
-    }.items():
+    for key, value in {**conf, "spark.log.level": "WARN", "spark.ui.showConsoleProgress": "false"}.items():
         builder = builder.config(key, value)
     return builder.getOrCreate()
 
 
-class _Log:
+def _session(world: Path) -> Any:
+    from ctas_devstack.metastore import embedded_derby_conf
+
+    return local_session(embedded_derby_conf(world))
+
+
+class QuietLog:
+    """A driver's log for a measurement: warnings only."""
+
     def info(self, message: str) -> None:
         pass
 
@@ -76,7 +79,7 @@ def _executor(spark: Any, key: Any, target: str, sql: str, try_number: int, dura
     table.begin(try_number, "2026-01-01T00:00:00+00:00")
     digest = digest_of(sql, {"target": str(table.target), **table.spec_to_dict()}, [], {})
     request = PhaseRequest(phases=RUN_PHASES, table=table.to_dict(), sql=sql, durable=digest if durable else None)
-    return SessionCatalogExecutor(spark, table, request, _Log())  # type: ignore[arg-type]
+    return SessionCatalogExecutor(spark, table, request, QuietLog())  # type: ignore[arg-type]
 
 
 def _run(executor: Any, *phases: str) -> None:

@@ -34,6 +34,9 @@ from typing import Any
 HERE = Path(__file__).resolve().parent
 REPO = HERE.parent
 sys.path.insert(0, str(REPO))
+sys.path.insert(0, str(HERE))
+
+from durable_retry import QuietLog, local_session  # noqa: E402 - the harness's in-process driver
 
 from ctas_devstack import reports  # noqa: E402
 from ctas_devstack.fault_proxy import FaultProxy  # noqa: E402
@@ -106,26 +109,9 @@ def operations(partitions: list[int]) -> list[Operation]:
 
 
 def _session(service: HiveMetastore, proxy: FaultProxy) -> Any:
-    from pyspark.sql import SparkSession
-
-    builder = SparkSession.builder.master("local[2]").enableHiveSupport()
-    conf = {
-        **service.spark_conf(),
-        "spark.hadoop.hive.metastore.uris": f"thrift://127.0.0.1:{proxy.port}",
-        "spark.log.level": "WARN",
-        "spark.ui.showConsoleProgress": "false",
-    }
-    for key, value in conf.items():
-        builder = builder.config(key, value)
-    return builder.getOrCreate()
-
-
-class _Log:
-    def info(self, message: str) -> None:
-        pass
-
-    def warning(self, message: str) -> None:
-        print(f"  warning: {message}", file=sys.stderr)
+    return local_session(
+        {**service.spark_conf(), "spark.hadoop.hive.metastore.uris": f"thrift://127.0.0.1:{proxy.port}"}
+    )
 
 
 class Sources:
@@ -185,7 +171,7 @@ def _atomic(spark: Any, proxy: FaultProxy, operation: Operation, rows: int, sour
     )
     table.begin(1, "2026-01-01T00:00:00+00:00")
     request = PhaseRequest(phases=RUN_PHASES, table=table.to_dict(), sql=_query(operation, rows))
-    executor = SessionCatalogExecutor(spark, table, request, _Log())  # type: ignore[arg-type]
+    executor = SessionCatalogExecutor(spark, table, request, QuietLog())  # type: ignore[arg-type]
     for phase in PHASES:
         sources.current = into.sources.setdefault(phase, Counter())
         started = time.monotonic()
