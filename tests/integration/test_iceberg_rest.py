@@ -90,13 +90,38 @@ def test_rest_catalog_create_replace_overwrite_and_audit(stack, rest, reader, on
     assert reader.properties(target)[markers.DAG_ID] == "rest_partitions"
     assert _leftovers(reader, target) == []
 
+    # A replace that changes the shape: refused where a sort order the table had would no longer bind,
+    # then made with a new column type and a partition transform, in one REST commit.
+    reader.rows(f"ALTER TABLE {target} WRITE ORDERED BY k")
+    state, txn = iceberg_ctas("rest_drops_sorted", on_rest, target_table=target, mode="replace",
+                              sql="SELECT id FROM range(3)")  # fmt: skip
+    assert state == "failed" and txn["details"]["error"]["code"] == "UNSUPPORTED_TARGET", txn
+    assert "sort order on ['k']" in txn["details"]["error"]["message"]
+    assert reader.value(f"SELECT count(*) FROM {target}") == 65
+    assert _leftovers(reader, target) == []
+    state, txn = iceberg_ctas("rest_reshape", on_rest, target_table=target, mode="replace",
+                              partition_by=["bucket(4, id)"],
+                              sql="SELECT CAST(id AS STRING) AS id, CAST(1 AS BIGINT) AS k FROM range(8)")  # fmt: skip
+    assert state == "success", txn
+    assert txn["details"]["publish"]["mechanism"] == "reshape"
+    assert reader.rows(f"SELECT typeof(id), count(*) FROM {target} GROUP BY 1") == [["string", 8]]
+    assert [r[1] for r in reader.rows(f"DESCRIBE TABLE {target}") if str(r[0]).startswith("Part ")] == ["bucket(4, id)"]
+    assert _leftovers(reader, target) == []
+    reader.rows(f"INSERT INTO {target} VALUES ('z', 2)")
+    assert reader.value(f"SELECT count(*) FROM {target}") == 9, "a plain writer writes the new shape"
 
-def test_a_zombie_try_is_fenced_by_the_rest_commit(stack, reader, on_rest, tmp_path):
+
+@pytest.mark.parametrize("reshape", [False, True], ids=["same_shape", "new_shape"])
+def test_a_zombie_try_is_fenced_by_the_rest_commit(stack, reader, on_rest, tmp_path, reshape):
     """Only the commit's requirement on try 1's branch can refuse it: properties are not compared by
-    a REST commit, and ``main`` is unchanged (``zombie_in_publish_window``)."""
-    target = f"{CATALOG}.{NAMESPACE}.fenced"
-    result = zombie_in_publish_window(_probe(reader, target), target, on_rest, tmp_path, "rest_zombie")
+    a REST commit, and ``main`` is unchanged (``zombie_in_publish_window``). A replace that changes
+    the table's shape carries the same requirement in the commit that changes its schema."""
+    target = f"{CATALOG}.{NAMESPACE}.fenced_{'reshape' if reshape else 'same'}"
+    dag_id = f"rest_zombie{'_reshape' if reshape else ''}"
+    result = zombie_in_publish_window(_probe(reader, target), target, on_rest, tmp_path, dag_id, reshape)
     assert_zombie_fenced(reader, target, result)
+    if reshape:
+        assert reader.rows(f"SELECT DISTINCT typeof(id) FROM {target}") == [["string"]]
 
 
 def _restart(rest: IcebergRestCatalog) -> None:

@@ -156,17 +156,19 @@ def kill_task_at(
 
 
 def zombie_in_publish_window(
-    probe: FormatProbe, target: str, conf: dict[str, str], tmp_path: Path, dag_id: str
+    probe: FormatProbe, target: str, conf: dict[str, str], tmp_path: Path, dag_id: str, reshape: bool = False
 ) -> dict[str, Any]:
     """Try 1 is a zombie (its task still answers commit) that has checked its fence and is about to
     send its publish commit (``publish_checked``); try 2 begins right then (removing try 1's branch,
     raising its own fence) and stops after its write, so ``main`` has not moved; try 1's commit must
     now be refused by the catalog itself; then try 2 publishes. The target is created here with 5
-    rows written by no try. Records the cell; returns what the test asserts on."""
+    rows written by no try; with ``reshape``, the tries' query changes its ``id`` to a string (a
+    replace that changes the table's shape). Records the cell; returns what the test asserts on."""
     probe.reader.rows(
         f"CREATE TABLE {target} USING iceberg AS SELECT id, CAST(0 AS BIGINT) AS written_by_try FROM range(5)"
     )
-    sql = "SELECT id, CAST({{ ti.try_number }} AS BIGINT) AS written_by_try FROM range(100)"
+    column = "CAST(id AS STRING) AS id" if reshape else "id"
+    sql = f"SELECT {column}, CAST({{{{ ti.try_number }}}} AS BIGINT) AS written_by_try FROM range(100)"
     make_dag(dag_id, retries=3, target_table=target, mode="replace", sql=sql, table_format="iceberg", conf=conf)
     progress, release1, release2 = tmp_path / "progress", tmp_path / "release1", tmp_path / "release2"
     dag_file = DAGS_FOLDER / f"{dag_id}.py"
@@ -190,9 +192,10 @@ def zombie_in_publish_window(
     if published_by_try1:
         problem = f"try 1 published before try 2 did; {problem or ''}"
     record_format_cell(
-        probe, "zombie",
+        probe, "zombie-reshape" if reshape else "zombie",
         "try 1 a zombie (its task still answers commit) between its fence check and its publish commit; try 2 "
-        "begins there, then publishes", "replace", f"try 1: {first_state} (FENCED); try 2: {second_state}",
+        "begins there, then publishes", "replace (new column type)" if reshape else "replace",
+        f"try 1: {first_state} (FENCED); try 2: {second_state}",
         left, poller.seen, problem, started,
     )  # fmt: skip
     decided = "commit: the task decided commit for try 1" in (tmp_path / "try1.log").read_text(errors="replace")

@@ -1,7 +1,8 @@
 """begin: check the catalog, decide what the target allows, clean up earlier tries of this
 transaction and stage. A new target gets an empty staging table with its markers (published by a
 rename); an existing one gets this try's branch, created from ``main`` in the same metadata swap
-that raises the transaction's fence to this try and drops earlier tries' branches."""
+that raises the transaction's fence to this try and drops earlier tries' branches (a replace that
+changes the table's shape also gets a staging table of the new shape: ``reshape.py``)."""
 
 from __future__ import annotations
 
@@ -10,16 +11,15 @@ from typing import TYPE_CHECKING, Any
 
 from airflow_provider_ctas.catalogs.analysis import analyse_query, describe_schema
 from airflow_provider_ctas.catalogs.existing_target import nothing_to_do
-from airflow_provider_ctas.catalogs.iceberg import durable, fence
+from airflow_provider_ctas.catalogs.iceberg import durable, reshape
 from airflow_provider_ctas.catalogs.iceberg import metadata as md
 from airflow_provider_ctas.catalogs.iceberg.cleanup import drop_staging
 from airflow_provider_ctas.catalogs.iceberg.plan import IcebergPlan, Publish
 from airflow_provider_ctas.catalogs.iceberg.run import IcebergRun
-from airflow_provider_ctas.catalogs.iceberg.shape import require_group_target, require_same_shape, without_other_tries
-from airflow_provider_ctas.catalogs.metastore.catalog import now_iso
+from airflow_provider_ctas.catalogs.iceberg.shape import require_group_target, require_same_shape
 from airflow_provider_ctas.catalogs.provenance import new_table_properties
 from airflow_provider_ctas.core import markers
-from airflow_provider_ctas.core.errors import DatabaseNotFoundError, InvalidInputError, UnsupportedTargetError
+from airflow_provider_ctas.core.errors import DatabaseNotFoundError, InvalidInputError
 from airflow_provider_ctas.core.modes import Mode
 from airflow_provider_ctas.core.partitioning import source_columns
 from airflow_provider_ctas.core.protocol import PhaseReport, Reached
@@ -56,8 +56,7 @@ def begin(run: IcebergRun, report: PhaseReport, *, holds: bool) -> IcebergPlan |
         catalog.check_publish_by_rename()
         plan, touched = _create_staging(run, schema)
     else:
-        adopted = durable.adopt(run, existing, schema) if run.request.durable and try_number > 1 else None
-        plan, touched = adopted or stage_branch(run, existing, schema)
+        plan, touched = _stage_existing(run, existing, schema, holds)
     report.touched.append(touched)
     run.progress.reached = Reached.BEGUN
     return plan
@@ -96,36 +95,24 @@ def _create_staging(run: IcebergRun, schema: StructType) -> tuple[IcebergPlan, s
     return IcebergPlan(Publish.RENAME, schema), f"{staging} (created, empty)"
 
 
+def _stage_existing(run: IcebergRun, existing: Any, schema: StructType, holds: bool) -> tuple[IcebergPlan, str]:
+    """A replace that changes the table's shape is staged in a table of the new shape (a publish
+    group's member keeps its table's shape: ``stage_branch`` refuses); any other on a branch,
+    an earlier try's kept one with ``durable=True``."""
+    if not holds and reshape.changes_shape(run.table, existing.operations().refresh(), schema):
+        return reshape.stage(run, existing, schema)
+    adopted = durable.adopt(run, existing, schema) if run.request.durable and run.table.try_number > 1 else None
+    return adopted or stage_branch(run, existing, schema)
+
+
 def stage_branch(run: IcebergRun, existing: Any, schema: StructType) -> tuple[IcebergPlan, str]:
     """This try's branch of ``existing``, made from ``main`` in the swap that raises the fence."""
-    catalog, table = run.catalog, run.table
-    target, txn, try_number = table.target, table.txn_id, table.try_number
+    table = run.table
+    target, try_number = table.target, table.try_number
     current = existing.operations().refresh()
     # overwrite_partitions always names partition_by, so this also checks it names the table's.
     partition_fields = require_same_shape(target.qualified, current, schema, table.partition_by)
-    begun = fence.begun_record(now_iso(), table.key.to_dict())
-    based_on: list[int] = []
-
-    def stage(base: Any, builder: Any) -> Any:
-        props = md.properties(base)
-        run.not_superseded(props)
-        main = md.main_snapshot(base)
-        if main is None:
-            raise UnsupportedTargetError(
-                f"{target} has no snapshot yet (created empty); insert into it once, or drop it, first"
-            )
-        builder = without_other_tries(base, builder, txn, try_number)
-        based_on[:] = [main]
-        older = fence.keys_of(props, txn, up_to=try_number - 1)
-        if older:
-            builder = builder.removeProperties(catalog.java_set(older))
-        return builder.setRef(table.branch, catalog.branch_ref(main)).setProperties(
-            {fence.fence_key(txn, try_number): begun}
-        )
-
-    catalog.commit(existing, stage)
-    run.refresh_spark()
-    base_snapshot = based_on[0]
+    _, base_snapshot = run.open_branch(existing)
     run.details["publish_mechanism"] = Publish.BRANCH.value
     run.details["base_snapshot_id"] = base_snapshot
     plan = IcebergPlan(Publish.BRANCH, schema, base_snapshot, partition_fields)

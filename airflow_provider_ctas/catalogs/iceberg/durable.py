@@ -84,7 +84,9 @@ def keep(run: IcebergRun, plan: IcebergPlan, staged: Staged, digest: str, checks
     target, txn, try_number = table.target, table.txn_id, table.try_number
     existing = catalog.load(target)
     if plan.mechanism is not Publish.BRANCH or plan.base_snapshot is None or existing is None:
-        raise UnsupportedTargetError("a new Iceberg table's staging is not kept for the next try (only a branch is)")
+        raise UnsupportedTargetError(
+            "an Iceberg staging table (a new table, or a replace that changes the shape) is not kept for the next try"
+        )
     kept = plan.adopted or KeptBranch(
         PreparedRecord(
             txn_id=txn, digest=digest, prepared_by_try=try_number, held_by_try=try_number,

@@ -2,12 +2,14 @@
 
 begin    (``begin.py``) checks the catalog, cleans up earlier tries of this transaction and returns
          a plan: a new target is staged as an empty table with its markers, an existing one as this
-         try's branch, made in the metadata swap that raises the transaction's fence to this try;
+         try's branch, made in the metadata swap that raises the transaction's fence to this try
+         (a replace that changes its shape also gets a staging table in the new shape: ``reshape.py``);
 prepare  (``staged.py``) writes the query to the staging table or the branch (``main`` is
          untouched, readers see the old version); the snapshot summary carries the provenance;
 audit    (with checks) evaluates them on what was staged; a failed check publishes nothing;
 hold     (a publish group's member, instead of commit) keeps the branch for the group's publisher;
-commit   publishes by the plan's mechanism (``publish/rename.py``, ``publish/branch.py``);
+commit   publishes by the plan's mechanism (``publish/rename.py``, ``publish/branch.py``,
+         ``publish/reshape.py`` for a replace that changes the table's shape);
 abort    (``cleanup.py``) drops this and earlier tries' staging tables and branches (markers checked first).
 """
 
@@ -22,6 +24,7 @@ from airflow_provider_ctas.catalogs.iceberg.cleanup import clean_tries
 from airflow_provider_ctas.catalogs.iceberg.plan import IcebergPlan, Publish, Staged
 from airflow_provider_ctas.catalogs.iceberg.publish.branch import hold, publish_branch
 from airflow_provider_ctas.catalogs.iceberg.publish.rename import publish_by_rename
+from airflow_provider_ctas.catalogs.iceberg.publish.reshape import publish_reshape
 from airflow_provider_ctas.catalogs.iceberg.run import IcebergRun
 from airflow_provider_ctas.catalogs.iceberg.staged import audit_target, write
 from airflow_provider_ctas.catalogs.iceberg.table import IcebergTable
@@ -97,6 +100,10 @@ class IcebergExecutor(PhaseExecutor[IcebergTable, IcebergPlan]):
     def commit(self, report: PhaseReport) -> None:
         self.fault("before_publish")
         plan, staged = self.planned(), self._prepared()
+        if plan.mechanism is Publish.RESHAPE:
+            self.staged = publish_reshape(self.run_, plan, staged, self.audit_provenance(), report)
+            self._committed()
+            return
         if plan.mechanism is Publish.RENAME:
             into = publish_by_rename(self.run_, staged, self.audit_provenance(), report)
             if into is None:

@@ -208,8 +208,10 @@ class IcebergCatalog:
 
         Iceberg's purge deletes the files its metadata lists; a killed write's data files are listed
         nowhere, so the table's own directory goes too: only one named after the table, which its
-        reserved name makes this try's (a ``write.data.path`` elsewhere is left to Iceberg's
-        ``remove_orphan_files``)."""
+        reserved name makes this try's. A table whose ``write.data.path`` is elsewhere (a reshaping
+        replace's staging writes where its target's data lives: its files are the target's once
+        published) is dropped without purge; its unpublished files are left to Iceberg's
+        ``remove_orphan_files``."""
         table = self.load(ref)
         if table is None:
             return None
@@ -217,7 +219,9 @@ class IcebergCatalog:
         if self._published_from(ref, table, location):
             self.catalog.dropTable(self._ident(ref), False)
             return None
-        if not self.catalog.dropTable(self._ident(ref), True) or location.rsplit("/", 1)[-1] != ref.table:
+        data_path = properties(table.operations().current()).get("write.data.path", "").rstrip("/")
+        keeps_files = bool(data_path) and not data_path.startswith(location + "/")
+        if not self.catalog.dropTable(self._ident(ref), not keeps_files) or location.rsplit("/", 1)[-1] != ref.table:
             return None
         try:
             io.deletePrefix(location)  # FileIOs that list (Hadoop, S3, GCS, ADLS) support it
@@ -348,8 +352,13 @@ def partitioning(metadata: Any) -> list[tuple[str, str]]:
     """The table's partition fields, each as ``partition_by`` spells it (``ds``, ``days(ts)``,
     ``bucket(16, id)``) with the field's name in the partition struct; a transform this provider
     does not know (``void``, a custom one) keeps Iceberg's own spelling, so it never compares equal."""
-    schema, fields = metadata.schema(), []
-    for field in metadata.spec().fields():
+    return partitioning_of(metadata.spec(), metadata.schema())
+
+
+def partitioning_of(spec: Any, schema: Any) -> list[tuple[str, str]]:
+    """``partitioning`` of ``spec`` on ``schema``."""
+    fields = []
+    for field in spec.fields():
         transform, column = str(field.transform()), str(schema.findColumnName(field.sourceId())).lower()
         width = re.fullmatch(r"(bucket|truncate)\[(\d+)\]", transform)
         if transform == "identity":

@@ -13,6 +13,7 @@ if TYPE_CHECKING:
     from pyspark.sql.types import StructType
 
     from airflow_provider_ctas.catalogs.iceberg.adoption import KeptBranch
+    from airflow_provider_ctas.catalogs.iceberg.reshape import Reshape
 
 
 class Publish(StrEnum):
@@ -20,6 +21,9 @@ class Publish(StrEnum):
     """A new target: an empty staging table is written, then renamed to the target."""
     BRANCH = "branch"
     """An existing target: this try's branch is written, then ``main`` moves to it in one metadata swap."""
+    RESHAPE = "reshape"
+    """A replace that changes the target's columns or partitioning: a staging table in the new shape is
+    written, then the target's schema, spec and ``main`` change in one metadata swap (``reshape.py``)."""
 
 
 @dataclass(frozen=True)
@@ -27,11 +31,18 @@ class IcebergPlan:
     mechanism: Publish
     schema: StructType
     base_snapshot: int | None = None
-    """``main`` when this try's branch was made from it (a branch publish only)."""
+    """``main`` when this try's branch was made from it (a branch or reshape publish)."""
     partition_fields: Mapping[str, str] = field(default_factory=dict)
     """Each ``partition_by`` entry's field name in the target's partition struct (``ts_day``)."""
+    reshape: Reshape | None = None
+    """With ``Publish.RESHAPE``: the target's id counters at begin."""
     adopted: KeptBranch | None = None
     """With ``durable=True``: the earlier try's kept branch this try took over (``durable.py``)."""
+
+    @property
+    def in_staging_table(self) -> bool:
+        """Whether prepare writes a staging table (not a branch of the target)."""
+        return self.mechanism is not Publish.BRANCH
 
     @property
     def columns(self) -> list[str]:

@@ -1,6 +1,7 @@
-"""What an existing Iceberg target accepts: the same columns and partitioning (a replace writes a
-snapshot of the table's own schema), the tries' branches a metadata swap keeps, and the catalogs a
-publish group can use."""
+"""What an existing Iceberg target accepts on a branch: the same columns and partitioning (a branch
+holds snapshots of the table's own schema; a replace that changes them is staged in a table of its
+own, ``reshape.py``), the tries' branches a metadata swap keeps, and the catalogs a publish group
+can use."""
 
 from __future__ import annotations
 
@@ -41,22 +42,23 @@ def without_other_tries(base: Any, builder: Any, txn_id: str, try_number: int) -
 
 
 def require_same_shape(target: str, metadata: Any, schema: StructType, partition_by: tuple[str, ...]) -> dict[str, str]:
-    """A replace writes a snapshot of the target's own schema and partitioning; Iceberg's schema is
-    table-wide, so changing it would show the new shape to readers of the old version. Returns the
-    table's partition fields (as ``partition_by`` spells them) with their names in the partition struct."""
+    """A branch holds snapshots of the target's own schema and partitioning; Iceberg's schema is
+    table-wide, so changing it there would show the new shape to readers of the old version. Returns
+    the table's partition fields (as ``partition_by`` spells them) with their names in the partition
+    struct."""
     columns = [(str(f.name()).lower(), str(f.type())) for f in metadata.schema().columns()]
     if not same_columns(columns, schema):
         new = [(f.name.lower(), f.dataType.simpleString()) for f in schema.fields]
         raise UnsupportedTargetError(
-            f"the query's columns {new} differ from {target}'s {columns}: a replace of an Iceberg table keeps its "
-            "schema (readers of the current version would see a new schema); drop the table first or "
-            "write under a new name"
+            f"the query's columns {new} differ from {target}'s {columns}: overwrite_partitions, a publish group's "
+            "member and an adopted durable try keep the table's schema; mode='replace' (on its own) changes it"
         )
     fields = dict(md.partitioning(metadata))
     if partition_by and list(partition_by) != list(fields):
         raise UnsupportedTargetError(
-            f"partition_by {list(partition_by)} differs from {target}'s partitioning {list(fields)}; a replace or "
-            "overwrite_partitions keeps the table's partitioning"
+            f"partition_by {list(partition_by)} differs from {target}'s partitioning {list(fields)}; "
+            "overwrite_partitions and a publish group's member keep the table's partitioning; mode='replace' (on "
+            "its own) changes it"
         )
     return fields
 

@@ -20,7 +20,7 @@ SNAPSHOT_PROPERTY = "snapshot-property."
 
 def staged_name(run: IcebergRun, plan: IcebergPlan) -> str:
     """Where this try's version is written: the staging table, or this try's branch of the target."""
-    if plan.mechanism is Publish.RENAME:
+    if plan.in_staging_table:
         return run.table.staging_table().quoted
     return f"{run.table.target.quoted}.{quote('branch_' + run.table.branch)}"
 
@@ -36,7 +36,7 @@ def write(run: IcebergRun, plan: IcebergPlan, what: str, observation: WriteObser
     )
     writer = frame.writeTo(into).options(**{SNAPSHOT_PROPERTY + k: v for k, v in try_markers(run.table).items()})
     with run.engine.progress(what, run.log):
-        if plan.mechanism is Publish.RENAME:
+        if plan.in_staging_table:
             writer.append()
         elif run.table.mode is Mode.OVERWRITE_PARTITIONS:
             writer.overwritePartitions()
@@ -50,14 +50,14 @@ def write(run: IcebergRun, plan: IcebergPlan, what: str, observation: WriteObser
 
 
 def _written_snapshot(run: IcebergRun, plan: IcebergPlan) -> Staged:
-    by_rename = plan.mechanism is Publish.RENAME
-    meta = run.catalog.current(run.table.staging_table() if by_rename else run.table.target)
+    in_staging = plan.in_staging_table
+    meta = run.catalog.current(run.table.staging_table() if in_staging else run.table.target)
     snapshot_id = None
     if meta is not None:
-        snapshot_id = md.main_snapshot(meta) if by_rename else md.refs(meta).get(run.table.branch)
+        snapshot_id = md.main_snapshot(meta) if in_staging else md.refs(meta).get(run.table.branch)
     if meta is None or snapshot_id is None:
         raise FencedError("this try's staged snapshot is gone: a newer try of this task instance took over")
-    if snapshot_id == plan.base_snapshot:  # a partition overwrite of no rows commits nothing
+    if not in_staging and snapshot_id == plan.base_snapshot:  # a partition overwrite of no rows commits nothing
         return Staged(snapshot_id, 0)
     return Staged(snapshot_id, int(md.summary(meta, snapshot_id).get("added-records", "0")))
 
@@ -68,6 +68,8 @@ def audit_target(run: IcebergRun, plan: IcebergPlan, staged: Staged | None) -> A
     if plan.mechanism is Publish.RENAME:
         return AuditTarget(staged=into, published=None, columns=columns)
     target = run.table.target.quoted  # main: the current version
+    if plan.mechanism is Publish.RESHAPE:
+        return AuditTarget(staged=into, published=target, columns=columns)
     if run.table.mode is not Mode.OVERWRITE_PARTITIONS:
         return AuditTarget(staged=into, published=target, columns=columns)
 

@@ -74,7 +74,7 @@ def publish_branch(
 
     snapshot = staged.snapshot_id
     for _ in range(REBASES):
-        if _commit_or_decide(run, existing, publish, landed, report) or not moved:
+        if commit_or_decide(run, existing, publish, landed, report) or not moved:
             break
         snapshot = rebase(catalog, existing, branch=branch, staged=moved[0], began_from=plan.base_snapshot or 0,
                           still_ours=run.still_ours, summary=provenance)  # fmt: skip
@@ -109,7 +109,7 @@ def hold(run: IcebergRun, plan: IcebergPlan, staged: Staged, checks: dict[str, s
     report.touched.append(f"{target} (branch {branch} at snapshot {staged.snapshot_id}, held for its publish group)")
 
 
-def _commit_or_decide(
+def commit_or_decide(
     run: IcebergRun, existing: Any, change: Callable[[Any, Any], Any | None], landed: Callable[[Any], bool],
     report: PhaseReport,
 ) -> bool:  # fmt: skip
