@@ -72,6 +72,13 @@ APPROACHES = {
     "iceberg_plain_rtas": "(a_i') plain CREATE OR REPLACE of an Iceberg table (last committer wins)",
     "iceberg_create": "(b) Iceberg, mode=create: staging table, catalog rename",
     "iceberg_replace": "(b) Iceberg, mode=replace: fenced branch, fast-forward",
+    "iceberg_rest_plain": "(a_r) plain CTAS of an Iceberg table on a REST catalog, unpartitioned",
+    "iceberg_rest_plain_rtas": "(a_r') plain CREATE OR REPLACE of an Iceberg table on a REST catalog",
+    "iceberg_rest_plain_part": "(a_rp) plain CTAS of an Iceberg table on a REST catalog, partitioned",
+    "iceberg_rest_plain_overwrite": "(a_rp') plain INSERT OVERWRITE (dynamic) of partitions, REST catalog",
+    "iceberg_rest_create": "(b) Iceberg on a REST catalog, mode=create: staging table, catalog rename",
+    "iceberg_rest_replace": "(b) Iceberg on a REST catalog, mode=replace: fenced branch, requirements",
+    "iceberg_rest_overwrite_partitions": "(b) Iceberg on a REST catalog, mode=overwrite_partitions",
     "delta_plain": "(a_d) plain CTAS of a Delta table, unpartitioned (atomic in one job, not across tries)",
     "delta_plain_rtas": "(a_d') plain CREATE OR REPLACE of a Delta table",
     "delta_create": "(b) Delta, mode=create: staging table, catalog rename",
@@ -107,6 +114,13 @@ BASELINE = {
     "iceberg_plain_rtas": "iceberg_plain_rtas",
     "iceberg_create": "iceberg_plain",
     "iceberg_replace": "iceberg_plain_rtas",
+    "iceberg_rest_plain": "iceberg_rest_plain",
+    "iceberg_rest_plain_rtas": "iceberg_rest_plain_rtas",
+    "iceberg_rest_plain_part": "iceberg_rest_plain_part",
+    "iceberg_rest_plain_overwrite": "iceberg_rest_plain_overwrite",
+    "iceberg_rest_create": "iceberg_rest_plain",
+    "iceberg_rest_replace": "iceberg_rest_plain_rtas",
+    "iceberg_rest_overwrite_partitions": "iceberg_rest_plain_overwrite",
     "delta_plain": "delta_plain",
     "delta_plain_rtas": "delta_plain_rtas",
     "delta_create": "delta_plain",
@@ -131,12 +145,18 @@ REPLACING = {
     "s3_atomic_overwrite_partitions": ("events", "s3_atomic_overwrite_partitions"),
     "iceberg_plain_rtas": ("ice_rtas", "iceberg_plain"),
     "iceberg_replace": ("ice_replaced", "iceberg_plain"),
+    "iceberg_rest_plain_rtas": ("rest_rtas", "iceberg_rest_plain"),
+    "iceberg_rest_replace": ("rest_replaced", "iceberg_rest_plain"),
+    "iceberg_rest_plain_overwrite": ("rest_overwritten", "iceberg_rest_plain_part"),
+    "iceberg_rest_overwrite_partitions": ("rest_partitions", "iceberg_rest_plain_part"),
     "delta_plain_rtas": ("delta_rtas", "delta_plain"),
     "delta_replace": ("delta_replaced", "delta_plain"),
 }
 FORMAT_SPARK = "4.1.4"
 """The newest Spark that both the Iceberg 1.11 and the Delta 4.4 runtimes support."""
 ICEBERG_CATALOG = "ice"
+REST_CATALOG = "rest"
+"""The formats' world's Iceberg REST catalog (the Iceberg project's own server), for ``iceberg_rest_*``."""
 ICEBERG_RUNTIME = "org.apache.iceberg:iceberg-spark-runtime-4.1_2.13:1.11.0"
 DELTA_JARS = ("io.delta:delta-spark_4.1_2.13", "io.delta:delta-storage")
 S3_DATABASE = "bench_s3"
@@ -189,6 +209,8 @@ def start_connect_server(root: Path, env: dict[str, str]) -> Any:
 
 
 def database_of(approach: str) -> str:
+    if approach.startswith("iceberg_rest_"):
+        return f"{REST_CATALOG}.{DATABASE}"
     if approach.startswith("iceberg_"):
         return f"{ICEBERG_CATALOG}.{DATABASE}"  # the same metastore database, through the Iceberg catalog
     return S3_DATABASE if approach.startswith("s3_") else DATABASE
@@ -201,10 +223,12 @@ def in_format_world(approaches: list[str]) -> bool:
     return formats == {True}
 
 
-def start_format_world(root: Path, env: dict[str, str]) -> Any:
+def start_format_world(root: Path, env: dict[str, str]) -> list[Any]:
     """Spark 4.1.4 (its own pyspark venv: spark-submit, jars, the driver's Python), the Iceberg and
-    Delta runtimes from the pinned jar cache, and a metastore service that Spark's session catalog
-    (Delta's catalog) and the Iceberg catalog share. Returns the service, to stop."""
+    Delta runtimes from the pinned jar cache, a metastore service that Spark's session catalog
+    (Delta's catalog) and the Iceberg catalog share, and an Iceberg REST catalog server. Returns the
+    services, to stop."""
+    from ctas_devstack.iceberg_rest import IcebergRestCatalog
     from ctas_devstack.metastore import HiveMetastore, write_spark_conf_dir
     from tests.support.spark_versions import pyspark_venv
 
@@ -214,6 +238,7 @@ def start_format_world(root: Path, env: dict[str, str]) -> Any:
     iceberg = subprocess.run([*fetch, "--path", ICEBERG_RUNTIME], capture_output=True, text=True, check=True)
     delta = subprocess.run([*fetch, "--select", *DELTA_JARS], capture_output=True, text=True, check=True)
     metastore = HiveMetastore(root / "hms").start()
+    rest = IcebergRestCatalog(root / "rest").start()
     catalog = f"spark.sql.catalog.{ICEBERG_CATALOG}"
     write_spark_conf_dir(
         root / "spark-conf",
@@ -228,11 +253,12 @@ def start_format_world(root: Path, env: dict[str, str]) -> Any:
             f"{catalog}.uri": metastore.uri,
             # pyspark's metastore service has no ACID lock tables (as in the tests)
             "spark.hadoop.iceberg.engine.hive.lock-enabled": "false",
+            **rest.conf(REST_CATALOG),
         },
     )
     env["PATH"] = f"{venv / 'bin'}{os.pathsep}{env['PATH']}"
     env["CTAS_BENCH_PYTHON"] = python  # one_run.py: the drivers' Python is that release's
-    return metastore
+    return [rest, metastore]
 
 
 def start_s3_server(root: Path, env: dict[str, str]) -> Any:
@@ -250,6 +276,8 @@ def start_s3_server(root: Path, env: dict[str, str]) -> Any:
 
 
 def warehouse(root: Path, approach: str) -> Path:
+    if approach.startswith("iceberg_rest_"):
+        return root / "rest" / "warehouse"
     if (root / "hms" / "warehouse").is_dir():  # a metastore service's (the formats' world, --metastore service)
         return root / "hms" / "warehouse"
     return root / "connect" / "warehouse" if approach.startswith("connect_") else root / "warehouse"
@@ -346,7 +374,7 @@ def measure(args: argparse.Namespace) -> dict[str, Any]:
     ):
         raise SystemExit("--metastore service is for the spark-submit approaches on local disk")
     env, service = prepare(root, args.metastore)
-    formats = start_format_world(root, env) if in_format_world(args.approaches) else None
+    formats = start_format_world(root, env) if in_format_world(args.approaches) else []
     connect = any(a.startswith("connect_") for a in args.approaches)
     s3 = start_s3_server(root, env) if any(a.startswith("s3_") for a in args.approaches) else None
     server = start_connect_server(root, env) if connect else None
@@ -357,8 +385,8 @@ def measure(args: argparse.Namespace) -> dict[str, Any]:
             server.stop()
         if s3 is not None:
             s3.stop()
-        if formats is not None:
-            formats.stop()
+        for started in formats:
+            started.stop()
         if service is not None:
             service.stop()
 
@@ -374,7 +402,9 @@ def measure_sizes(
         "metastore": args.metastore,
         "world": (
             f"Spark {FORMAT_SPARK} (spark-submit, local[2]) with {ICEBERG_RUNTIME.split(':', 1)[1]} and Delta "
-            "4.4; a Hive metastore service shared by Delta's session catalog and the Iceberg catalog"
+            "4.4; a Hive metastore service shared by Delta's session catalog and the Iceberg catalog; the "
+            "Iceberg project's REST catalog server (its catalog in SQLite, its warehouse on local disk) for "
+            "the REST rows"
             if in_format_world(args.approaches)
             else None
         ),
@@ -388,6 +418,8 @@ def measure_sizes(
         sql_file.write_text(SELECT.format(rows=rows))
         prefix = f"s{rows}_"
         reset_tables(env, prefix)
+        if any(a.startswith("iceberg_rest_") for a in args.approaches):
+            reset_tables(env, prefix, f"{REST_CATALOG}.{DATABASE}")  # creates the namespace
         if s3 is not None:
             reset_tables(env, prefix, S3_DATABASE, f"s3a://{S3_BUCKET}/{S3_DATABASE}.db")
         if connect:

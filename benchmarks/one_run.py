@@ -58,17 +58,20 @@ def partition_column(approach: str) -> str:
 
 
 def format_operator_source(approach: str, target: str, sql_file: str, result_file: str, conf: dict[str, str]) -> str:
-    """Iceberg/Delta, unpartitioned: a plain CTAS or CREATE OR REPLACE through SparkSubmitOperator, or
+    """Iceberg/Delta (``iceberg_rest_*``: on the REST catalog), unpartitioned but for partition
+    overwrites: a plain CTAS, CREATE OR REPLACE or INSERT OVERWRITE through SparkSubmitOperator, or
     the atomic operator."""
     table_format, kind = approach.split("_", 1)
+    kind = kind.removeprefix("rest_")
+    column = "country" if kind in ("plain_part", "plain_overwrite", "overwrite_partitions") else "-"
     if kind.startswith("plain"):
-        verb = "replace" if kind == "plain_rtas" else "create"
-        args = [target, "-", sql_file, result_file, table_format, verb]
+        verb = {"plain_rtas": "replace", "plain_overwrite": "overwrite"}.get(kind, "create")
+        args = [target, column, sql_file, result_file, table_format, verb]
         return f"SparkSubmitOperator(task_id='ctas', application={str(APPS / 'plain_ctas.py')!r}, application_args={args!r}, conf={conf!r})"  # noqa: E501
     sql = Path(sql_file).read_text()
     return (
         f"AtomicCtasOperator(task_id='ctas', target_table={target!r}, sql={sql!r}, mode={kind!r}, "
-        f"table_format={table_format!r}, conf={conf!r})"
+        f"table_format={table_format!r}, partition_by={[] if column == '-' else [column]!r}, conf={conf!r})"
     )
 
 
