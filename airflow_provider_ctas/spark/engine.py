@@ -145,10 +145,14 @@ class ClassicEngine:
             application["history"] = history
         return application
 
+    def hive_setting(self, name: str) -> str:
+        """What this driver's Hive client reads for ``name``: Spark conf, properties file and
+        hive-site.xml all end up in the Hadoop configuration; empty if unset."""
+        return str(self.spark.sparkContext._jsc.hadoopConfiguration().get(name) or "")
+
     def metastore_uris(self) -> str:
-        """What this driver's Hive client uses: Spark conf, properties file and hive-site.xml all
-        end up in the Hadoop configuration; empty for the embedded metastore."""
-        return str(self.spark.sparkContext._jsc.hadoopConfiguration().get("hive.metastore.uris") or "")
+        """Empty for the embedded metastore."""
+        return self.hive_setting("hive.metastore.uris")
 
     def database_location(self, database: str) -> str | None:
         """One ``get_database``; None when there is no such database. The session catalog's
@@ -374,9 +378,12 @@ class ConnectEngine:
         app_id = self.spark.conf.get("spark.app.id", None)
         return {"id": app_id, "ui": None, "master": None, "version": self.spark.version}
 
+    def hive_setting(self, name: str) -> str:
+        """From the server's Spark conf (its hive-site.xml is out of a client's reach); empty if unset."""
+        return str(self.spark.conf.get(f"spark.hadoop.{name}", "") or "")
+
     def metastore_uris(self) -> str:
-        """The server's Spark conf (its hive-site.xml is out of a client's reach); empty if unset."""
-        return str(self.spark.conf.get("spark.hadoop.hive.metastore.uris", "") or "")
+        return self.hive_setting("hive.metastore.uris")
 
     def database_location(self, database: str) -> str | None:
         if not self.spark.catalog.databaseExists(database):

@@ -14,6 +14,8 @@ from urllib.parse import urlparse
 
 import pytest
 
+from airflow_provider_ctas.catalogs.metastore.catalog import GLUE_CLIENT_FACTORY_SETTING
+from airflow_provider_ctas.core.errors import UnsupportedTargetError
 from airflow_provider_ctas.core.identifiers import TableRef
 from airflow_provider_ctas.spark.catalog_entry import described, raw_metadata, serves_fully
 from airflow_provider_ctas.spark.engine import ClassicEngine
@@ -156,3 +158,28 @@ def test_relocate_leaves_what_set_location_and_set_tblproperties_leave_and_undoe
     assert restored.location == original.location
     assert (restored.properties.get("k"), "n" in restored.properties) == ("v", False)
     assert session.table(by_call.quoted).count() == 3
+
+
+def test_on_glues_data_catalog_a_publish_by_rename_is_refused_before_any_write_and_a_flip_is_made(spark, database):
+    """AWS's Glue client for Hive renames a table by copying it and deleting the old one. The client
+    factory setting names it; Apache Spark's Hive 2.3 does not load that factory, so this metastore
+    still serves the phases: what is tested is the decision, before any data is written."""
+    hadoop = spark.sparkContext._jsc.hadoopConfiguration()
+    hadoop.set(GLUE_CLIENT_FACTORY_SETTING, "com.amazonaws.glue.catalog.metastore.AWSGlueDataCatalogHiveClientFactory")
+    try:
+        created = executor_for(spark, f"{database}.fresh", "SELECT id FROM range(3)", mode="create")
+        with pytest.raises(UnsupportedTargetError, match="a new table is published by renaming"):
+            run_all(created)
+        spark.sql(f"CREATE TABLE {database}.kept USING parquet AS SELECT id FROM range(5)")
+        swapped = executor_for(spark, f"{database}.kept", "SELECT CAST(id AS STRING) AS id FROM range(3)",
+                               mode="replace", allow_swap=True)  # fmt: skip
+        with pytest.raises(UnsupportedTargetError, match="would swap the table by renaming"):
+            run_all(swapped)
+        flipped = executor_for(spark, f"{database}.kept", "SELECT id FROM range(3)", mode="replace")
+        run_all(flipped)
+    finally:
+        hadoop.unset(GLUE_CLIENT_FACTORY_SETTING)
+    assert flipped.details["publish"]["mechanism"] == "flip"
+    tables = [r.tableName for r in fresh(spark).sql(f"SHOW TABLES IN {database}").collect()]
+    assert tables == ["kept"], "no staging table was created"
+    assert fresh(spark).table(f"{database}.kept").count() == 3

@@ -22,6 +22,10 @@ if TYPE_CHECKING:
     from pyspark.sql import Row, SparkSession
 
 
+GLUE_CLIENT_FACTORY_SETTING = "hive.metastore.client.factory.class"
+"""Set to AWS's ``AWSGlueDataCatalogHiveClientFactory`` where Glue's Data Catalog is the metastore (EMR)."""
+
+
 @dataclass(frozen=True)
 class TableInfo(CatalogEntry):
     """A table's catalog entry and the name it was read under."""
@@ -127,6 +131,13 @@ class CatalogClient:
         """For a table at its default location (staging this try created): the metastore moves a
         managed one's directory to ``dest``'s default location."""
         self.sql(f"ALTER TABLE {source.quoted} RENAME TO {quote(dest.database)}.{quote(dest.table)}")
+
+    def renames_by_copy(self) -> str | None:
+        """The Hive client factory, when it is AWS Glue's Data Catalog client: Glue has no rename, so
+        that client renames a table by creating the new one (its partitions added in batches) and
+        deleting the old, and a reader can find both, or a partial one, in between."""
+        factory = self.engine.hive_setting(GLUE_CLIENT_FACTORY_SETTING)
+        return factory if "glue" in factory.lower() else None
 
     def default_location(self, ref: TableRef) -> str:
         """Where the metastore keeps a managed table of that name, and moves one renamed to it."""

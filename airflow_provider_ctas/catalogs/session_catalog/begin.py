@@ -78,6 +78,14 @@ def begin(ctx: RunContext, report: PhaseReport) -> Plan:
         new=columns,
         object_store=object_store,
     )
+    if mechanism in (Publish.RENAME, Publish.SWAP) and (factory := ctx.catalog.renames_by_copy()):
+        what = "a new table is published" if mechanism is Publish.RENAME else "this replace would swap the table"
+        raise UnsupportedTargetError(
+            f"{what} by renaming, and this session's metastore is AWS Glue's Data Catalog ({factory}), whose "
+            "client renames by copying the table and deleting the old one: not one step. Without a rename: "
+            "replace an existing table of the same shape (a flip), or overwrite_partitions on an existing "
+            "table; or use Iceberg tables on Glue (table_format='iceberg', a catalog of type=glue)"
+        )
     if mechanism is Publish.SWAP and info is not None and not ctx.catalog.can_rename_in_place(info):
         raise UnsupportedTargetError(
             f"replace cannot swap {target}: it is a managed table at {info.location}, not at its default "
