@@ -20,11 +20,15 @@ import pytest
 from airflow_provider_ctas.catalogs.iceberg.strategy import lineage_namespace
 from airflow_provider_ctas.core import markers
 from ctas_devstack import glue
+from ctas_devstack.fault_proxy import FaultProxy
 from ctas_devstack.s3 import ACCESS_KEY, SECRET_KEY, S3Server
+from tests.support.dags import DAGS_FOLDER, make_dag, xcom_value
+from tests.support.faults import Trial
 from tests.support.fixtures import S3_BUCKET
 from tests.support.format_scenarios import assert_zombie_fenced, zombie_in_publish_window
 from tests.support.gc import entries, gc_cli
 from tests.support.iceberg import ICEBERG_RUNTIME, iceberg_ctas, leftovers, probe, spark_jars, task_conf_on_spark41
+from tests.support.processes import wait_for_line
 from tests.support.table_reader import TableReader
 
 pytestmark = [pytest.mark.integration, pytest.mark.slow, pytest.mark.formats]
@@ -139,3 +143,36 @@ def test_a_create_stopped_between_glues_copy_and_drop_keeps_the_published_files(
 def _objects(s3: S3Server, prefix: str) -> list[str]:
     listing = s3.client().list_objects_v2(Bucket=S3_BUCKET, Prefix=prefix)
     return sorted(item["Key"] for item in listing.get("Contents", []))
+
+
+def test_an_update_glue_applied_but_whose_answer_was_a_503_is_decided_from_the_table(stack, s3, reader, on_glue,
+                                                                                      tmp_path):  # fmt: skip
+    """Glue applies try 1's publish (one ``UpdateTable``), but a proxy answers 503 in its place, as a
+    gateway does. The AWS SDK sends the update again, with the version it read, which Glue now
+    refuses as a concurrent update: the driver must read the table and find its own publish there,
+    not fail a try whose version is published."""
+    target = f"{CATALOG}.{NAMESPACE}.lost"
+    reader.rows(f"CREATE TABLE {target} USING iceberg AS SELECT id, CAST(0 AS BIGINT) AS written_by_try FROM range(5)")
+    proxy = FaultProxy(("127.0.0.1", s3.port)).start()
+    dag_id = "glue_lost"
+    make_dag(dag_id, retries=0, target_table=target, mode="replace", table_format="iceberg",
+             sql="SELECT id, CAST({{ ti.try_number }} AS BIGINT) AS written_by_try FROM range(100)",
+             conf={**on_glue, f"spark.sql.catalog.{CATALOG}.glue.endpoint": proxy.url})  # fmt: skip
+    progress, release = tmp_path / "progress", tmp_path / "release"
+    faults = {"progress_file": str(progress), "before_publish": {"wait_for": str(release), "only_try": 1}}
+    try:
+        first = Trial(DAGS_FOLDER / f"{dag_id}.py", dag_id, "lost", tmp_path / "try1.log", faults).start()
+        wait_for_line(progress, "before_publish try=1", timeout=240)
+        since = len(s3.requests())
+        proxy.lose_answer(r"(?i)x-amz-target: ?AWSGlue\.UpdateTable", "503")
+        release.touch()
+        state = first.wait()
+    finally:
+        proxy.stop()
+    txn = xcom_value(dag_id, "lost", "ctas_transaction")
+    assert len(proxy.lost) == 1, proxy.lost
+    assert len(_updates(s3, since)) >= 2, "the SDK sent the update again"
+    assert state == "success", (tmp_path / "try1.log").read_text(errors="replace")[-3000:]
+    assert (txn["try_number"], txn["outcome"]) == (1, "published"), txn
+    assert reader.rows(f"SELECT count(*), max(written_by_try) FROM {target}") == [[100, 1]]
+    assert leftovers(reader, f"{CATALOG}.{NAMESPACE}", target) == []
