@@ -798,13 +798,20 @@ def other_sections(report: str) -> str:
 
 
 def merge(saved: list[dict[str, Any]]) -> dict[str, Any]:
-    """Sessions may differ in machine speed, so a ratio must never compare runs of two sessions."""
-    session_of: dict[int, str] = {}
+    """Sessions may differ in machine speed, so a ratio must never compare runs of two sessions: an
+    approach at a size comes from one session, and its baseline from the same one."""
+    session_of: dict[tuple[int, str], str] = {}
     for d in saved:
-        for size in {r["size"] for r in d["runs"]}:
-            if size in session_of:
-                raise SystemExit(f"size {size_label(size)} is in two saved runs ({session_of[size]}, {d['date']})")
-            session_of[size] = d["date"]
+        for key in {(r["size"], r["approach"]) for r in d["runs"]}:
+            if key in session_of:
+                raise SystemExit(
+                    f"{key[1]} at {size_label(key[0])} is in two saved runs ({session_of[key]}, {d['date']})"
+                )
+            session_of[key] = d["date"]
+    for (size, approach), date in session_of.items():
+        baseline = session_of.get((size, BASELINE[approach]))
+        if baseline is not None and baseline != date:
+            raise SystemExit(f"{approach} at {size_label(size)} and its baseline are from two saved runs")
     one_machine = len({d["machine"] for d in saved}) == 1
     metastores = {d.get("metastore", "embedded") for d in saved}
     if len(metastores) > 1:

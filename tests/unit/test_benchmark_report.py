@@ -23,11 +23,22 @@ def session(machine: str, date: str, runs: list[dict[str, Any]]) -> dict[str, An
     return {"machine": machine, "date": date, "repeats": 1, "runs": runs}
 
 
-def test_a_size_measured_in_two_sessions_is_refused():
+def test_an_approach_measured_in_two_sessions_or_apart_from_its_baseline_is_refused():
     first = session("m", "d1", [run(10**6, "plain", 10.0)])
     second = session("m", "d2", [run(10**6, "plain", 20.0)])
-    with pytest.raises(SystemExit, match="1e6 is in two saved runs"):
+    with pytest.raises(SystemExit, match="plain at 1e6 is in two saved runs"):
         bench.merge([first, second])
+    apart = session("m", "d2", [run(10**6, "atomic_create", 20.0)])
+    with pytest.raises(SystemExit, match="atomic_create at 1e6 and its baseline are from two saved runs"):
+        bench.merge([first, apart])
+
+
+def test_other_approaches_of_the_same_size_merge_from_another_session():
+    delta = session("m", "d1", [run(10**7, "delta_plain", 10.0), run(10**7, "delta_create", 11.0)])
+    rest = session("m", "d2", [run(10**7, "iceberg_rest_plain", 20.0), run(10**7, "iceberg_rest_create", 21.0)])
+    rows = {r["approach"]: r for r in bench.summarize(bench.merge([delta, rest]))}
+    assert (rows["delta_create"]["ratio"], rows["delta_create"]["session"]) == (1.1, "d1")
+    assert (rows["iceberg_rest_create"]["ratio"], rows["iceberg_rest_create"]["session"]) == (1.05, "d2")
 
 
 def test_sessions_on_different_machines_name_their_machine():

@@ -26,7 +26,7 @@ from airflow_provider_ctas.catalogs.iceberg.run import IcebergRun
 from airflow_provider_ctas.catalogs.iceberg.shape import same_columns
 from airflow_provider_ctas.catalogs.provenance import new_table_properties
 from airflow_provider_ctas.core.comments import Comments
-from airflow_provider_ctas.core.errors import UnsupportedTargetError
+from airflow_provider_ctas.core.errors import FencedError, UnsupportedTargetError
 from airflow_provider_ctas.core.modes import Mode
 from airflow_provider_ctas.core.partitioning import parse_field
 from airflow_provider_ctas.spark.ddl import create_table_sql
@@ -63,6 +63,8 @@ def data_location(current: Any) -> str:
 
 
 def stage(run: IcebergRun, existing: Any, schema: StructType) -> tuple[IcebergPlan, str]:
+    """The fence and branch first, so that a newer try's begin, which drops this try's staging
+    table, also removes the token this try's publish asserts."""
     catalog, table = run.catalog, run.table
 
     def format_2(base: Any) -> None:
@@ -79,7 +81,7 @@ def stage(run: IcebergRun, existing: Any, schema: StructType) -> tuple[IcebergPl
     run.spark.sql(create_table_sql(staging.quoted, schema, "iceberg", (), props))
     loaded = catalog.load(staging)
     if loaded is None:
-        raise UnsupportedTargetError(f"{staging} was not created")
+        raise FencedError(f"{staging} is gone right after its creation: a newer try has taken over")
     new_schema, last_column_id = _target_schema(run, base, loaded.operations().current(), schema)
     spec = _target_spec(run, base, new_schema)
     catalog.commit(
