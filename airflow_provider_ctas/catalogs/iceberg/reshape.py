@@ -106,7 +106,7 @@ def stage(run: IcebergRun, existing: Any, schema: StructType) -> tuple[IcebergPl
 def _target_schema(run: IcebergRun, base: Any, staging: Any, schema: StructType) -> tuple[Any, int]:
     """The staging table's schema with the target's ids and column docs, checked against every sort
     order the target has had: Iceberg binds them all to the current schema, so one on a dropped
-    column would make the table unwritable (Iceberg's own ``CREATE OR REPLACE`` fails there too)."""
+    column would make the table unwritable (Iceberg's own ``CREATE OR REPLACE`` fails on a dropped one too)."""
     parser = run.catalog.jvm.org.apache.iceberg.SchemaParser
     current = json.loads(str(parser.toJson(base.schema())))
     reassigned, last_column_id = field_ids.reassign(
@@ -122,7 +122,7 @@ def _target_schema(run: IcebergRun, base: Any, staging: Any, schema: StructType)
             raise UnsupportedTargetError(
                 f"{run.table.target} has (or had) a sort order on {names}, which the query drops or changes the "
                 "type of: Iceberg binds every sort order a table has had to its current schema, so the replaced "
-                "table could not be written (Iceberg's own CREATE OR REPLACE fails the same way); keep those "
+                "table could not be written (Iceberg's own CREATE OR REPLACE fails on a dropped one too); keep those "
                 "columns as they are, or drop the table and create it anew"
             )
     return new_schema, last_column_id
