@@ -99,17 +99,21 @@ def _stage_existing(run: IcebergRun, existing: Any, schema: StructType, holds: b
     """A replace that changes the table's shape is staged in a table of the new shape (a publish
     group's member keeps its table's shape: ``stage_branch`` refuses); any other on a branch,
     an earlier try's kept one with ``durable=True``."""
-    if not holds and reshape.changes_shape(run.table, existing.operations().refresh(), schema):
+    current = existing.operations().refresh()
+    if not holds and reshape.changes_shape(run.table, current, schema):
         return reshape.stage(run, existing, schema)
     adopted = durable.adopt(run, existing, schema) if run.request.durable and run.table.try_number > 1 else None
-    return adopted or stage_branch(run, existing, schema)
+    return adopted or stage_branch(run, existing, schema, current)
 
 
-def stage_branch(run: IcebergRun, existing: Any, schema: StructType) -> tuple[IcebergPlan, str]:
-    """This try's branch of ``existing``, made from ``main`` in the swap that raises the fence."""
+def stage_branch(
+    run: IcebergRun, existing: Any, schema: StructType, current: Any | None = None
+) -> tuple[IcebergPlan, str]:
+    """This try's branch of ``existing``, made from ``main`` in the swap that raises the fence;
+    ``current`` is ``existing``'s metadata when the caller has just read it."""
     table = run.table
     target, try_number = table.target, table.try_number
-    current = existing.operations().refresh()
+    current = current if current is not None else existing.operations().refresh()
     # overwrite_partitions always names partition_by, so this also checks it names the table's.
     partition_fields = require_same_shape(target.qualified, current, schema, table.partition_by)
     _, base_snapshot = run.open_branch(existing)

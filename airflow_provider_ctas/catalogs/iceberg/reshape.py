@@ -23,7 +23,7 @@ from airflow_provider_ctas.catalogs.iceberg import field_ids
 from airflow_provider_ctas.catalogs.iceberg import metadata as md
 from airflow_provider_ctas.catalogs.iceberg.plan import IcebergPlan, Publish
 from airflow_provider_ctas.catalogs.iceberg.run import IcebergRun
-from airflow_provider_ctas.catalogs.iceberg.shape import same_columns
+from airflow_provider_ctas.catalogs.iceberg.shape import iceberg_columns, same_columns
 from airflow_provider_ctas.catalogs.provenance import new_table_properties
 from airflow_provider_ctas.core.comments import Comments
 from airflow_provider_ctas.core.errors import FencedError, UnsupportedTargetError
@@ -52,9 +52,10 @@ def changes_shape(table: IcebergTable, current: Any, schema: StructType) -> bool
     """Whether this replace changes the target's columns or (``partition_by`` given) partitioning."""
     if table.mode is not Mode.REPLACE:
         return False
-    columns = [(str(f.name()).lower(), str(f.type())) for f in current.schema().columns()]
     spelled = [entry for entry, _ in md.partitioning(current)]
-    return not same_columns(columns, schema) or bool(table.partition_by and list(table.partition_by) != spelled)
+    return not same_columns(iceberg_columns(current), schema) or bool(
+        table.partition_by and list(table.partition_by) != spelled
+    )
 
 
 def data_location(current: Any) -> str:

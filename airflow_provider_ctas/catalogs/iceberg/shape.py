@@ -46,7 +46,7 @@ def require_same_shape(target: str, metadata: Any, schema: StructType, partition
     table-wide, so changing it there would show the new shape to readers of the old version. Returns
     the table's partition fields (as ``partition_by`` spells them) with their names in the partition
     struct."""
-    columns = [(str(f.name()).lower(), str(f.type())) for f in metadata.schema().columns()]
+    columns = iceberg_columns(metadata)
     if not same_columns(columns, schema):
         new = [(f.name.lower(), f.dataType.simpleString()) for f in schema.fields]
         raise UnsupportedTargetError(
@@ -65,6 +65,11 @@ def require_same_shape(target: str, metadata: Any, schema: StructType, partition
 
 # Iceberg accepts these into a wider column on write (type promotion).
 _WIDENS = frozenset({("int", "long"), ("float", "double")})
+
+
+def iceberg_columns(metadata: Any) -> list[tuple[str, str]]:
+    """The table's columns as (lower-cased name, Iceberg type)."""
+    return [(str(f.name()).lower(), str(f.type())) for f in metadata.schema().columns()]
 
 
 def same_columns(current: list[tuple[str, str]], schema: StructType) -> bool:
