@@ -8,6 +8,8 @@ request whose bytes match (an HTTP request line: ``^POST /path``; a Thrift call:
 an argument) reach the service, waits for the service's answer, and then
 closes the client's connection without it (``mode="close"``) or answers ``503`` in its place
 (``mode="503"``, as a gateway does; Iceberg 1.11's REST client does not send a commit again after it).
+``unavailable()`` answers HTTP requests ``503`` without forwarding them, as an object store that is
+down or throttling does, on connections the client already holds as well as on new ones.
 
 Seeing every request, it also counts the calls a Thrift client makes (``calls``, by method name):
 how many metastore calls a publish costs, on the wire, where the service receives them.
@@ -46,8 +48,11 @@ class FaultProxy:
     """Thrift calls forwarded to the service, by method name."""
     on_call: Callable[[str], None] | None = None
     """Called with each Thrift call's method name as it is forwarded (in the proxy's thread)."""
+    unavailable_answers: int = 0
+    """HTTP requests answered 503 by ``unavailable()``, not forwarded."""
     _armed: _Armed | None = None
     _refusing: bool = False
+    _unavailable: bool = False
     _lock: threading.Lock = field(default_factory=threading.Lock)
     _listener: socket.socket | None = None
 
@@ -80,6 +85,16 @@ class FaultProxy:
     def refuse(self, refusing: bool = True) -> None:
         """New connections are closed at once while ``refusing`` (the service looks down)."""
         self._refusing = refusing
+
+    def unavailable(self, down: bool = True) -> None:
+        """Every HTTP request is answered ``503`` while ``down``, without reaching the service."""
+        self._unavailable = down
+
+    def _unavailable_now(self) -> bool:
+        with self._lock:
+            if self._unavailable:
+                self.unavailable_answers += 1
+            return self._unavailable
 
     def _accept(self) -> None:
         assert self._listener is not None
@@ -138,6 +153,9 @@ class _Connection:
     def _requests(self) -> None:
         try:
             while data := self.client.recv(65536):
+                if data[:1].isalpha() and self.proxy._unavailable_now():  # a request line: answered here
+                    self.client.sendall(SERVICE_UNAVAILABLE)
+                    break
                 self.proxy._count(data)
                 if self.losing is None:
                     self.losing = self.proxy._claim(data)

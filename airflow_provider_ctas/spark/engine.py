@@ -55,9 +55,9 @@ CONNECT_MODE_VARIABLES = ("SPARK_CONNECT_MODE_ENABLED", "SPARK_REMOTE")
 JOB_GROUP = "airflow-ctas"
 # Where a listener that watches SQL statements is registered.
 LISTENER_SETTINGS = ("spark.extraListeners", "spark.sql.queryExecutionListeners")
-Switched = Callable[[list[tuple[tuple[str, ...], str | None]]], None]
+Switched = Callable[[list[tuple[tuple[str, ...], str]]], None]
 """Told which partitions now point at their new location, after each metastore call, each with the
-location it had just before (None where the engine did not read it then)."""
+location it had just before (read right before that call)."""
 
 
 class Reporter(Protocol):
@@ -270,7 +270,7 @@ class ClassicEngine:
         return _with_field(before, before.properties(), jvm.org.apache.spark.api.python.PythonUtils.toScalaMap(merged))
 
     def set_partition_locations(
-        self, ref: TableRef, columns: list[str], locations: dict[tuple[str, ...], str], switched: Switched
+        self, ref: TableRef, columns: list[str], locations: dict[tuple[str, ...], str], switched: Switched | None = None
     ) -> None:
         """Point existing partitions at new locations in one metastore call (Hive's alter_partitions).
 
@@ -280,7 +280,7 @@ class ClassicEngine:
         jvm: Any = self.spark._jvm
         catalog = self._external()
         changed = jvm.java.util.ArrayList()
-        previous: dict[tuple[str, ...], str | None] = {}
+        previous: dict[tuple[str, ...], str] = {}
         partitions = catalog.listPartitions(ref.database, ref.table, jvm.scala.Option.apply(None))
         iterator = partitions.iterator()
         while iterator.hasNext():
@@ -298,7 +298,8 @@ class ClassicEngine:
         if changed.size() != len(locations):
             raise RuntimeError(f"{ref}: {len(locations) - changed.size()} partition(s) to switch disappeared")
         catalog.alterPartitions(ref.database, ref.table, jvm.org.apache.spark.api.python.PythonUtils.toList(changed))
-        switched(sorted(previous.items()))
+        if switched is not None:
+            switched(sorted(previous.items()))
 
     @contextlib.contextmanager
     def progress(self, label: str, log: Reporter) -> Iterator[None]:
@@ -406,11 +407,13 @@ class ConnectEngine:
                 key, value = pair.split("=", 1)
                 spec[unquote(key).lower()] = unquote(value)
             clause = ", ".join(f"{quote(k)} = {sql_string_literal(v)}" for k, v in spec.items())
-            described = self.spark.sql(f"DESCRIBE TABLE EXTENDED {ref.quoted} PARTITION ({clause})").collect()
-            # The partition's own section comes before the table's; its Location row is the first.
-            location = next(r["data_type"] for r in described if r["col_name"] == "Location")
-            found[tuple(spec[c.lower()] for c in columns)] = str(location)
+            found[tuple(spec[c.lower()] for c in columns)] = self._partition_location(ref, clause)
         return found
+
+    def _partition_location(self, ref: TableRef, clause: str) -> str:
+        described = self.spark.sql(f"DESCRIBE TABLE EXTENDED {ref.quoted} PARTITION ({clause})").collect()
+        # The partition's own section comes before the table's; its Location row is the first.
+        return str(next(r["data_type"] for r in described if r["col_name"] == "Location"))
 
     def set_properties(self, ref: TableRef, properties: Mapping[str, str]) -> None:
         _set_properties_by_sql(self.spark, ref, properties)
@@ -427,13 +430,19 @@ class ConnectEngine:
         _drop_by_sql(self.spark, ref)
 
     def set_partition_locations(
-        self, ref: TableRef, columns: list[str], locations: dict[tuple[str, ...], str], switched: Switched
+        self, ref: TableRef, columns: list[str], locations: dict[tuple[str, ...], str], switched: Switched | None = None
     ) -> None:
-        """One ``ALTER TABLE ... PARTITION (...) SET LOCATION`` per partition: SQL has no batch form."""
+        """One ``ALTER TABLE ... PARTITION (...) SET LOCATION`` per partition: SQL has no batch form.
+
+        Where ``switched`` is told, each partition's location is read in the statement right before
+        its switch, as the classic engine reads them in the listing before its one call: a switch
+        back restores that, so a newer try's switch made while this driver stalled stands."""
         for values, location in sorted(locations.items()):
             clause = ", ".join(f"{quote(c)} = {sql_string_literal(v)}" for c, v in zip(columns, values, strict=True))
+            previous = None if switched is None else self._partition_location(ref, clause)
             self.spark.sql(f"ALTER TABLE {ref.quoted} PARTITION ({clause}) SET LOCATION {sql_string_literal(location)}")
-            switched([(values, None)])
+            if switched is not None and previous is not None:
+                switched([(values, previous)])
 
     @contextlib.contextmanager
     def progress(self, label: str, log: Reporter) -> Iterator[None]:

@@ -6,10 +6,7 @@ and the provenance change in one metastore call, and go back in one.
 
 from __future__ import annotations
 
-import contextlib
 import dataclasses
-import threading
-from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
@@ -21,7 +18,7 @@ from airflow_provider_ctas.core.errors import FencedError
 from airflow_provider_ctas.core.identifiers import TableRef
 from airflow_provider_ctas.spark.catalog_entry import described
 from tests.support.catalog import count, fresh
-from tests.support.phases import executor_for, run_all
+from tests.support.phases import executor_for, held_at
 
 pytestmark = pytest.mark.integration
 
@@ -29,31 +26,6 @@ pytestmark = pytest.mark.integration
 def _replace(spark, target: str, faults: dict) -> SessionCatalogExecutor:
     return executor_for(spark, target, "SELECT id FROM range(7)", faults=faults, mode="replace",
                         table_properties={"team": "ledger"})  # fmt: skip
-
-
-@contextlib.contextmanager
-def _held_at(executor: SessionCatalogExecutor, point: str, flag: Path, progress: Path) -> Iterator[list[BaseException]]:
-    """The try's phases on a thread, held at ``point`` (its fault waits for ``flag``) while the body
-    runs; released and joined on exit. Yields the exceptions the phases raised."""
-    failures: list[BaseException] = []
-
-    def run() -> None:
-        try:
-            run_all(executor)
-        except BaseException as exc:
-            failures.append(exc)
-
-    worker = threading.Thread(target=run)
-    worker.start()
-    try:
-        for _ in range(600):
-            if progress.exists() and point in progress.read_text():
-                break
-            threading.Event().wait(0.1)
-        yield failures
-    finally:
-        flag.touch()
-        worker.join(timeout=300)
 
 
 def test_a_takeover_right_after_the_location_change_puts_the_target_back(spark, database, tmp_path: Path):
@@ -66,7 +38,7 @@ def test_a_takeover_right_after_the_location_change_puts_the_target_back(spark, 
         target,
         {"after_location_change": {"wait_for": str(flag)}, "progress_file": str(progress)},
     )
-    with _held_at(executor, "after_location_change", flag, progress) as failures:
+    with held_at(executor, "after_location_change", flag, progress) as failures:
         flipped = described(fresh(spark), TableRef.parse(target))
         staging = executor.ctx.table.staging_table()
         assert flipped is not None and (flipped.location or "").rstrip("/").endswith(f"/{staging.table}"), "flipped"
@@ -104,7 +76,7 @@ def test_a_partition_switch_undone_after_a_newer_try_published_restores_the_newe
         faults={"publish_checked": {"wait_for": str(flag)}, "progress_file": str(progress)},
     )  # fmt: skip
     newer = tmp_path / "newer_try" / "ds=a"
-    with _held_at(executor, "publish_checked", flag, progress) as failures:
+    with held_at(executor, "publish_checked", flag, progress) as failures:
         assert "publish_checked" in progress.read_text()
         # A newer try's begin revokes this try's staging; its publish switches the partition.
         client = CatalogClient(fresh(spark))

@@ -4,23 +4,29 @@ failures leave nothing in the bucket (objects and incomplete multipart uploads).
 
 from __future__ import annotations
 
+import contextlib
 import json
 import signal
 import threading
 import time
+import uuid
+from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
 import pytest
 
+from airflow_provider_ctas.core.protocol import PhaseReport
 from airflow_provider_ctas.core.transaction import TransactionKey
+from ctas_devstack.fault_proxy import FaultProxy
 from ctas_devstack.s3 import SECRET_KEY, S3Server
-from tests.support.catalog import count, fresh, table_exists
+from tests.support.catalog import count, fresh, location_uri, table_exists
 from tests.support.dags import DAGS_FOLDER, make_dag, run_dag, xcom_value
 from tests.support.faults import Reader, Trial, check_observations, summarize, wait_for_drivers_to_exit
 from tests.support.fixtures import S3_BUCKET
 from tests.support.gc import entries, gc_cli
 from tests.support.objectstore import copies_since, key_of, keys, s3_leftovers, table_type, uploads
+from tests.support.phases import executor_for, held_at, run_all
 from tests.support.processes import kill_spark_driver, wait_for_line
 from tests.support.reliability import NEW_ROWS, OLD_ROWS, record_cell
 from tests.support.waiting import wait_until
@@ -279,3 +285,90 @@ def test_swap_and_gc_on_s3(stack, spark, s3, s3_database, monkeypatch, tmp_path)
     assert any(what.endswith(published) for what in removed), report
     assert keys(s3, S3_BUCKET, f"{published}/") == []
     assert any("kept for readers until" in why for why in kept.values()), "the swapped-away version is retained"
+
+
+FLAKY_BUCKET = "flaky"
+FLAKY_RETRIES = {"retry.limit": "2", "retry.interval": "100ms", "retry.throttle.limit": "2",
+                 "retry.throttle.interval": "100ms", "attempts.maximum": "2"}  # fmt: skip
+"""S3A's retries for the flaky bucket, cut so that a store that stays down fails a call in seconds
+(its defaults retry a throttled call for minutes first, which would only make this test slow)."""
+
+
+@pytest.fixture
+def flaky_database(spark, s3) -> Iterator[tuple[str, FaultProxy]]:
+    """A database in a bucket this test process's Spark reaches through a fault proxy (S3A's
+    per-bucket endpoint); the metastore service reaches the same bucket directly."""
+    proxy = FaultProxy(("127.0.0.1", s3.port)).start()
+    with contextlib.suppress(Exception):
+        s3.client().create_bucket(Bucket=FLAKY_BUCKET)
+    conf = spark.sparkContext._jsc.hadoopConfiguration()
+    settings = {"endpoint": proxy.url, **FLAKY_RETRIES}
+    for key, value in settings.items():
+        conf.set(f"fs.s3a.bucket.{FLAKY_BUCKET}.{key}", value)
+    # A filesystem made for the bucket before this test would not read the settings.
+    spark._jvm.org.apache.hadoop.fs.FileSystem.get(spark._jvm.java.net.URI(f"s3a://{FLAKY_BUCKET}/"), conf).close()
+    name = f"flaky_{uuid.uuid4().hex[:10]}"
+    spark.sql(f"CREATE DATABASE {name} LOCATION 's3a://{FLAKY_BUCKET}/{name}.db'")
+    try:
+        yield name, proxy
+    finally:
+        proxy.unavailable(False)
+        spark.sql(f"DROP DATABASE IF EXISTS {name} CASCADE")
+        for key in settings:
+            conf.unset(f"fs.s3a.bucket.{FLAKY_BUCKET}.{key}")
+        proxy.stop()
+
+
+def test_s3_down_right_after_a_flip_undoes_it_and_the_next_run_publishes(spark, s3, flaky_database, tmp_path):
+    """A real network fault between a flip and its fence re-check: the object store answers every
+    request of the driver 503 (a proxy in front of it), so the re-check cannot read the staging's
+    marker. Unconfirmed is not ours: the flip is undone and the try fails with PUBLISH_FAILED, so a
+    failed task leaves no new version; once the store is back its abort leaves nothing, and the next
+    run publishes."""
+    database, proxy = flaky_database
+    target = f"{database}.flipped"
+    spark.sql(f"CREATE TABLE {target} USING parquet AS SELECT id FROM range({OLD_ROWS})")
+    before = location_uri(spark, target)
+    flag, progress = tmp_path / "go", tmp_path / "progress"
+    faults = {"after_location_change": {"wait_for": str(flag)}, "progress_file": str(progress)}
+    executor = executor_for(spark, target, f"SELECT id FROM range({NEW_ROWS})", mode="replace", faults=faults)
+    started = time.monotonic()
+    with held_at(executor, "after_location_change", flag, progress) as failures:
+        assert location_uri(spark, target) != before, "flipped"
+        proxy.unavailable()
+    error = failures[0] if failures else None
+    down_answers = proxy.unavailable_answers
+    proxy.unavailable(False)
+    undone = location_uri(spark, target) == before
+    rows_after_failure = count(spark, target)
+    executor.run("abort", PhaseReport("abort", "ok", 0.0))  # what the task's failure callback runs
+    left = s3_leftovers(spark, s3, FLAKY_BUCKET, database)
+    retry = executor_for(spark, target, f"SELECT id FROM range({NEW_ROWS})", mode="replace")
+    run_all(retry)
+    rows, left2 = count(spark, target), s3_leftovers(spark, s3, FLAKY_BUCKET, database)
+    code = getattr(error, "code", None)
+    ok = code == "PUBLISH_FAILED" and undone and rows_after_failure == OLD_ROWS and not left and rows == NEW_ROWS
+    record_cell(
+        "s3-unavailable-after-flip",
+        {
+            "order": 52,
+            "fault": "S3 answers every request of the driver 503 (a proxy in front of the S3 server) "
+            "between the flip and its fence re-check",
+            "when": "publish (flip), before its re-check",
+            "mode": "replace",
+            "try1": f"failed ({code}), the flip undone" if undone else f"failed ({code}), flip NOT undone",
+            "left1": left,
+            "try2": "next run: success (published)",
+            "left2": left2,
+            "seen": f"{OLD_ROWS} after the failure",
+            "rows": rows,
+            "ok": ok and not left2,
+            "seconds": round(time.monotonic() - started),
+            "problem": None if ok else f"{error!r}",
+        },
+    )
+    assert code == "PUBLISH_FAILED", repr(error)
+    assert down_answers > 0, "the driver's re-check reached the proxy"
+    assert undone and rows_after_failure == OLD_ROWS, "a failed try leaves the previous version"
+    assert left == [] and left2 == []
+    assert rows == NEW_ROWS

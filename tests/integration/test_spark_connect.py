@@ -6,18 +6,24 @@ Fault injection over Connect (killed task processes, on_kill) is in the fault ma
 
 from __future__ import annotations
 
+import dataclasses
 import json
+import os
 import signal
 from pathlib import Path
 from urllib.parse import urlparse
 
 import pytest
 
+from airflow_provider_ctas.catalogs.metastore.catalog import CatalogClient
 from airflow_provider_ctas.core import markers
+from airflow_provider_ctas.core.errors import FencedError
+from airflow_provider_ctas.spark.engine import CONNECT_MODE_VARIABLES
 from tests.support.catalog import count, fresh, leftovers, location, properties, retained_until, table_exists
 from tests.support.dags import DAGS_FOLDER, make_dag, run_dag, xcom_value
 from tests.support.faults import Reader, Trial, check_observations
 from tests.support.fixtures import CONNECT_CONN_ID
+from tests.support.phases import executor_for, held_at
 from tests.support.processes import find_processes, wait_for_line
 
 pytestmark = [pytest.mark.integration, pytest.mark.slow, pytest.mark.connect]
@@ -208,3 +214,62 @@ def test_a_durable_try_killed_before_its_publish_over_connect_is_published_by_th
     assert "adopted the staging of try 1; the query did not run" in notes, notes
     assert count(spark, target) == 100, "try 1's rows, not the grown source's"
     assert leftovers(spark, database) == []
+
+
+@pytest.fixture
+def connect_spark(connect_server):
+    """A Spark Connect session in this process, as the Connect runner makes one in a task process;
+    the environment pyspark sets for it is put back afterwards (it would turn later classic sessions
+    of this worker into Connect ones)."""
+    from airflow.providers.apache.spark.hooks.spark_connect import SparkConnectHook
+    from pyspark.sql import SparkSession
+
+    saved = {name: os.environ.get(name) for name in CONNECT_MODE_VARIABLES}
+    session = SparkSession.builder.remote(SparkConnectHook(conn_id=CONNECT_CONN_ID).get_connection_url()).create()
+    try:
+        yield session
+    finally:
+        session.stop()
+        for name, value in saved.items():
+            if value is None:
+                os.environ.pop(name, None)
+            else:
+                os.environ[name] = value
+
+
+@pytest.mark.parametrize("mode", ["replace", "overwrite_partitions"])
+def test_a_switch_undone_over_connect_after_a_newer_try_published_restores_the_newer_version(
+    connect_spark, spark, database, tmp_path: Path, mode: str
+):
+    """The chaos soak's window over Connect: this try checks its staging and stalls right before it
+    flips the table or switches its partition; a newer try publishes meanwhile. Released, this try
+    switches, finds its staging revoked, and switches back to what the table or partition pointed at
+    right before its switch (the newer try's version), read in the statement before it; what it read
+    before it stalled would undo the newer publish."""
+    target, newer = f"{database}.contested_{mode}", tmp_path / "newer_try"
+    flag, progress = tmp_path / "go", tmp_path / "progress"
+    faults = {"publish_checked": {"wait_for": str(flag)}, "progress_file": str(progress)}
+    if mode == "replace":
+        spark.sql(f"CREATE TABLE {target} USING parquet AS SELECT id FROM range(3)")
+        executor = executor_for(connect_spark, target, "SELECT id FROM range(7)", mode=mode, faults=faults)
+        newer_publish = f"ALTER TABLE {target} SET LOCATION '{newer}'"
+    else:
+        spark.sql(f"CREATE TABLE {target} USING parquet PARTITIONED BY (ds) AS SELECT id, 'a' AS ds FROM range(3)")
+        executor = executor_for(connect_spark, target, "SELECT id, 'a' AS ds FROM range(7)", mode=mode,
+                                partition_by=["ds"], faults=faults)  # fmt: skip
+        newer = newer / "ds=a"
+        newer_publish = f"ALTER TABLE {target} PARTITION (ds = 'a') SET LOCATION '{newer}'"  # a path: no %3D
+    with held_at(executor, "publish_checked", flag, progress) as failures:
+        # A newer try's begin revokes this try's staging (a marker is written as the Connect engine
+        # writes one); its publish switches the table or the partition.
+        client = CatalogClient(connect_spark)
+        staging = executor.ctx.staging_directory or ""
+        marker = client.read_marker(staging)
+        assert marker is not None
+        client.fs.write_text(f"{staging}/{markers.MARKER_FILE}", dataclasses.replace(marker, revoked_by=2).to_json())
+        spark.range(50).write.parquet(str(newer))
+        spark.sql(newer_publish)
+        assert count(spark, target) == 50
+
+    assert len(failures) == 1 and isinstance(failures[0], FencedError), failures
+    assert count(spark, target) == 50, "the newer try's publish stands"

@@ -3,8 +3,12 @@ spark-submit): for tests that look at the catalog between two steps of one try."
 
 from __future__ import annotations
 
+import contextlib
 import os
+import threading
 import uuid
+from collections.abc import Iterator
+from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from airflow_provider_ctas.catalogs import create_two_phase_table
@@ -12,7 +16,7 @@ from airflow_provider_ctas.catalogs.session_catalog.executor import SessionCatal
 from airflow_provider_ctas.catalogs.session_catalog.table import SessionCatalogTable
 from airflow_provider_ctas.core.protocol import RUN_PHASES, PhaseReport, PhaseRequest
 from airflow_provider_ctas.core.transaction import TransactionKey
-from airflow_provider_ctas.spark.engine import CONNECT_MODE_VARIABLES
+from airflow_provider_ctas.spark.engine import CONNECT_MODE_VARIABLES, is_connect
 
 if TYPE_CHECKING:
     from pyspark.sql import SparkSession
@@ -30,12 +34,14 @@ def executor_for(spark: SparkSession, target: str, sql: str, *, faults: dict[str
                  **options: Any) -> SessionCatalogExecutor:  # fmt: skip
     """Try 1 of a new transaction on ``target`` (parquet unless ``options`` say otherwise).
 
-    The phases run as a classic driver runs them, so this process's environment is made a classic
-    driver's first (``driver/app.py`` does the same): an earlier test in this worker that made a Spark
-    Connect session leaves SPARK_CONNECT_MODE_ENABLED set, which turns pyspark's ``Observation()``
-    into Connect's."""
-    for variable in CONNECT_MODE_VARIABLES:
-        os.environ.pop(variable, None)
+    Given a classic session, the phases run as a classic driver runs them, so this process's
+    environment is made a classic driver's first (``driver/app.py`` does the same): an earlier test in
+    this worker that made a Spark Connect session leaves SPARK_CONNECT_MODE_ENABLED set, which turns
+    pyspark's ``Observation()`` into Connect's. Given a Connect session, they run as the Connect
+    runner runs them in a task process."""
+    if not is_connect(spark):
+        for variable in CONNECT_MODE_VARIABLES:
+            os.environ.pop(variable, None)
     txn = create_two_phase_table(
         key=TransactionKey("in_process_dag", "ctas", f"run_{uuid.uuid4().hex}"),
         conn_id="spark_default",
@@ -54,3 +60,28 @@ def run_all(executor: SessionCatalogExecutor) -> None:
         executor.run(phase, PhaseReport(phase, "ok", 0.0))
         if executor.nothing_to_do:
             return
+
+
+@contextlib.contextmanager
+def held_at(executor: SessionCatalogExecutor, point: str, flag: Path, progress: Path) -> Iterator[list[BaseException]]:
+    """The try's phases on a thread, held at ``point`` (its fault waits for ``flag``) while the body
+    runs; released and joined on exit. Yields the exceptions the phases raised."""
+    failures: list[BaseException] = []
+
+    def run() -> None:
+        try:
+            run_all(executor)
+        except BaseException as exc:
+            failures.append(exc)
+
+    worker = threading.Thread(target=run)
+    worker.start()
+    try:
+        for _ in range(600):
+            if progress.exists() and point in progress.read_text():
+                break
+            threading.Event().wait(0.1)
+        yield failures
+    finally:
+        flag.touch()
+        worker.join(timeout=300)

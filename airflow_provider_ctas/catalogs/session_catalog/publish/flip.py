@@ -8,6 +8,7 @@ while readers may use it, and is retired afterwards only if this provider create
 from __future__ import annotations
 
 import time
+from collections.abc import Callable
 
 from airflow_provider_ctas.catalogs.metastore import ownership
 from airflow_provider_ctas.catalogs.provenance import new_table_properties
@@ -18,6 +19,7 @@ from airflow_provider_ctas.catalogs.session_catalog.publish.fence import require
 from airflow_provider_ctas.catalogs.session_catalog.publish.request import Publication
 from airflow_provider_ctas.core.errors import PublishError
 from airflow_provider_ctas.core.identifiers import sql_string_literal
+from airflow_provider_ctas.spark.errors import first_line
 
 
 def publish_by_flip(ctx: RunContext, pub: Publication) -> None:
@@ -35,14 +37,16 @@ def publish_by_flip(ctx: RunContext, pub: Publication) -> None:
     started = time.monotonic()
     undo = ctx.catalog.relocate(target, new_location, properties)
     if undo is None:  # Spark Connect, or a provider with its own catalog: location now, provenance after
-        ctx.catalog.sql(f"ALTER TABLE {target.quoted} SET LOCATION {sql_string_literal(new_location)}")
+        undo = _set_location(ctx, new_location)
     flipped = time.monotonic()
     ctx.fault("after_location_change")
-    if not still_own_staging(ctx):
-        if undo is not None:
-            undo()
-        else:
-            ctx.catalog.sql(f"ALTER TABLE {target.quoted} SET LOCATION {sql_string_literal(old_location)}")
+    try:
+        ours = still_own_staging(ctx)
+    except Exception as exc:  # e.g. storage unavailable: unconfirmed is not ours; this try fails unpublished
+        undo()
+        raise PublishError(f"could not re-check {new_location} after the flip ({first_line(exc)}); undone") from exc
+    if not ours:
+        undo()
         raise revoked(ctx)
     ctx.progress.publish()
     ctx.details["publish"] = {
@@ -60,6 +64,23 @@ def publish_by_flip(ctx: RunContext, pub: Publication) -> None:
         "remove the superseded version",
         lambda: report.touched.extend(retention.remove_superseded(ctx, old_location, new_location)),
     )
+
+
+def _set_location(ctx: RunContext, location: str) -> Callable[[], None]:
+    """``SET LOCATION`` by statement; returns the statement that restores the location read in the
+    statement right before it (as ``relocate`` restores what it read in the call before its own), so
+    a newer try's flip made while this driver stalled after its check stands if this one is undone."""
+    target = ctx.table.target
+    current = ctx.catalog.table_info(target)
+    if current is None or not current.location:
+        raise PublishError(f"{target} disappeared since begin; the next try will create it")
+    previous = current.location
+    ctx.catalog.sql(f"ALTER TABLE {target.quoted} SET LOCATION {sql_string_literal(location)}")
+
+    def undo() -> None:
+        ctx.catalog.sql(f"ALTER TABLE {target.quoted} SET LOCATION {sql_string_literal(previous)}")
+
+    return undo
 
 
 def _stamp_if_still_ours(ctx: RunContext, location: str, properties: dict[str, str]) -> None:

@@ -54,9 +54,8 @@ def publish_partitions(ctx: RunContext, pub: Publication) -> None:
         existing = {v: loc for v, loc in staged_partitions.items() if v in current}
         if existing:
 
-            def record(replaced: list[tuple[tuple[str, ...], str | None]]) -> None:
-                # Over Spark Connect the engine reads nothing right before: what was read above.
-                switched.extend((v, previous or current[v]) for v, previous in replaced)
+            def record(replaced: list[tuple[tuple[str, ...], str]]) -> None:
+                switched.extend(replaced)
                 ctx.fault("publish_between_partitions")
 
             ctx.catalog.engine.set_partition_locations(target, columns, existing, record)
@@ -103,7 +102,7 @@ def release_managed_staging(ctx: RunContext, staging: TableRef, staged: Mapping[
     columns = list(ctx.table.partition_by)
     moved = {values: f"{released}/p{i}" for i, values in enumerate(sorted(staged))}
     try:
-        ctx.catalog.engine.set_partition_locations(staging, columns, moved, lambda _: None)
+        ctx.catalog.engine.set_partition_locations(staging, columns, moved)
         ctx.catalog.sql(f"ALTER TABLE {staging.quoted} SET LOCATION {sql_string_literal(released)}")
     except Exception as exc:
         require_own_staging(ctx)  # a newer try dropped it: FencedError
