@@ -26,7 +26,7 @@ from tests.support.dags import DAGS_FOLDER, load_dag, make_dag, run_dag, xcom_va
 from tests.support.delta import DeltaReader, delta_conf
 from tests.support.faults import Reader, Trial, check_observations, summarize
 from tests.support.fixtures import REST_CATALOG
-from tests.support.iceberg import CATALOG, IcebergReader, iceberg_conf, iceberg_jar, task_conf_on_spark41
+from tests.support.iceberg import iceberg_jar, task_conf_on_spark41
 from tests.support.iceberg import leftovers as iceberg_leftovers
 from tests.support.jvm import SparkInstall
 from tests.support.processes import wait_for_line
@@ -572,18 +572,23 @@ def test_on_kill_kills_the_yarn_application_and_its_abort_removes_the_staging(
 
 @pytest.mark.parametrize("table_format", ["iceberg", "delta"])
 def test_iceberg_and_delta_tables_publish_the_same_way_in_cluster_mode(
-    table_format, stack, metastore, database, yarn, on_yarn, monkeypatch, tmp_path
+    table_format, stack, database, yarn, on_yarn, monkeypatch, tmp_path, request
 ):
     """A table of each format from a driver in a YARN container (Spark 4.1's, the format's jars
     shipped by YARN): a staged create's rename, then a same-shape replace and an
-    ``overwrite_partitions`` (Iceberg: a branch swap; Delta: one Delta commit), each decided by the
-    task over the channel. (An Iceberg REST catalog in cluster mode: the publish group's test.)"""
+    ``overwrite_partitions`` (Iceberg, on the Iceberg REST catalog: a branch swap in one REST
+    commit; Delta: one Delta commit), each decided by the task over the channel. Iceberg on the Hive
+    catalog from a YARN container: the publish is the same code, its catalog the metastore every
+    other test of this module reaches from the cluster."""
     reader: TableReader
     if table_format == "iceberg":
-        catalog_conf, reader = iceberg_conf(metastore), IcebergReader(metastore, tmp_path / "reader.log")
-        target = app_target = f"{CATALOG}.{database}.on_yarn"
+        rest, reader = request.getfixturevalue("rest"), request.getfixturevalue("rest_reader")
+        namespace = f"{REST_CATALOG}.{database}"
+        reader.rows(f"CREATE NAMESPACE IF NOT EXISTS {namespace}")
+        catalog_conf = {"spark.jars": iceberg_jar(), **rest.conf(REST_CATALOG)}
+        target = app_target = f"{namespace}.on_yarn"
         mechanisms = ("rename", "branch")
-        left: Callable[[], list[str]] = lambda: iceberg_leftovers(reader, f"{CATALOG}.{database}", target)  # noqa: E731
+        left: Callable[[], list[str]] = lambda: iceberg_leftovers(reader, namespace, target)  # noqa: E731
     else:
         catalog_conf, delta_reader = delta_conf(), DeltaReader(tmp_path / "reader.log")
         reader, target, app_target = delta_reader, f"{database}.on_yarn", f"spark_catalog.{database}.on_yarn"
@@ -612,7 +617,8 @@ def test_iceberg_and_delta_tables_publish_the_same_way_in_cluster_mode(
         assert reader.value(f"SELECT count(*) FROM {target} WHERE k = 1 AND id >= 1000") == 50
         assert reader.value(f"SELECT count(*) FROM {target} WHERE k <> 1") == 80, "an unstaged partition changed"
     finally:
-        reader.close()
+        if table_format == "delta":  # the REST catalog's reader is the session's
+            reader.close()
 
 
 GROUP_DAG = """\
