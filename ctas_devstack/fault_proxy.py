@@ -50,6 +50,8 @@ class FaultProxy:
     """Called with each Thrift call's method name as it is forwarded (in the proxy's thread)."""
     unavailable_answers: int = 0
     """HTTP requests answered 503 by ``unavailable()``, not forwarded."""
+    connections: int = 0
+    """Client connections accepted and forwarded."""
     _armed: _Armed | None = None
     _refusing: bool = False
     _unavailable: bool = False
@@ -113,6 +115,7 @@ class FaultProxy:
             except OSError:
                 client.close()
                 continue
+            self.connections += 1
             _Connection(self, client, upstream).start()
 
     def _count(self, chunk: bytes) -> None:

@@ -305,10 +305,13 @@ def flaky_database(spark, s3) -> Iterator[tuple[str, FaultProxy]]:
     settings = {"endpoint": proxy.url, **FLAKY_RETRIES}
     for key, value in settings.items():
         conf.set(f"fs.s3a.bucket.{FLAKY_BUCKET}.{key}", value)
-    # A filesystem made for the bucket before this test would not read the settings.
-    spark._jvm.org.apache.hadoop.fs.FileSystem.get(spark._jvm.java.net.URI(f"s3a://{FLAKY_BUCKET}/"), conf).close()
     name = f"flaky_{uuid.uuid4().hex[:10]}"
     spark.sql(f"CREATE DATABASE {name} LOCATION 's3a://{FLAKY_BUCKET}/{name}.db'")
+    # The session's catalog and SQL hold copies of the configuration taken when they were made, and
+    # a filesystem is cached by bucket: the one for this bucket is made again from ``conf``.
+    filesystem, bucket = spark._jvm.org.apache.hadoop.fs.FileSystem, spark._jvm.java.net.URI(f"s3a://{FLAKY_BUCKET}/")
+    filesystem.get(bucket, conf).close()
+    filesystem.get(bucket, conf)
     try:
         yield name, proxy
     finally:
@@ -316,6 +319,7 @@ def flaky_database(spark, s3) -> Iterator[tuple[str, FaultProxy]]:
         spark.sql(f"DROP DATABASE IF EXISTS {name} CASCADE")
         for key in settings:
             conf.unset(f"fs.s3a.bucket.{FLAKY_BUCKET}.{key}")
+        filesystem.get(bucket, conf).close()
         proxy.stop()
 
 
@@ -328,6 +332,7 @@ def test_s3_down_right_after_a_flip_undoes_it_and_the_next_run_publishes(spark, 
     database, proxy = flaky_database
     target = f"{database}.flipped"
     spark.sql(f"CREATE TABLE {target} USING parquet AS SELECT id FROM range({OLD_ROWS})")
+    assert proxy.connections > 0, "the driver reaches the bucket through the proxy"
     before = location_uri(spark, target)
     flag, progress = tmp_path / "go", tmp_path / "progress"
     faults = {"after_location_change": {"wait_for": str(flag)}, "progress_file": str(progress)}
