@@ -76,7 +76,9 @@ class IcebergRestCatalog:
         env = {
             **os.environ,
             # RESTCatalogServer turns CATALOG_* variables into catalog properties ("_" is ".").
-            "CATALOG_URI": f"jdbc:sqlite:{self.root / 'catalog.db'}",
+            # A SQLite writer locks the file: readers wait for it (up to 10 s) instead of failing,
+            # as a production catalog's database serves reads beside a commit.
+            "CATALOG_URI": f"jdbc:sqlite:{self.root / 'catalog.db'}?busy_timeout=10000",
             "CATALOG_WAREHOUSE": self.warehouse.as_uri(),
             "CATALOG_REST_PORT": str(self.port),
             "CATALOG_JDBC_SCHEMA__VERSION": "V1",

@@ -94,6 +94,8 @@ def kill_mid_write_then_after_publish(
     left = probe.leftovers()
     old = "missing" if mode == "create" else "5:0"  # an existing target has 5 rows written by no try
     problem = check_observations(poller.seen, {old, "200:2"}, "200:2")
+    if problem and poller.unavailable:
+        problem += f" (unavailable: {poller.unavailable})"
     record_format_cell(
         probe, f"kill-{mode}", "SIGKILL the Spark driver mid-write (try 1); SIGKILL the task process right after "
         "its publish (try 2); try 3 without a fault", mode,
@@ -189,6 +191,8 @@ def zombie_in_publish_window(
         wait_for_drivers_to_exit(target)
     left = probe.leftovers()
     problem = check_observations(poller.seen, {"5:0", "100:2"}, "100:2")
+    if problem and poller.unavailable:
+        problem += f" (unavailable: {poller.unavailable})"
     if published_by_try1:
         problem = f"try 1 published before try 2 did; {problem or ''}"
     record_format_cell(
@@ -209,4 +213,4 @@ def assert_zombie_fenced(reader: TableReader, target: str, result: dict[str, Any
     assert result["try2"] == "success" and result["try1_decided_commit"], result
     assert reader.rows(f"SELECT DISTINCT written_by_try FROM {target}") == [[2]]
     assert result["left"] == []
-    assert result["problem"] is None, summarize(result["seen"])
+    assert result["problem"] is None, f"{summarize(result['seen'])}: {result['problem']}"

@@ -144,6 +144,8 @@ class TablePoller:
     def __init__(self, reader: TableReader, table: str, interval: float = 1.2) -> None:
         self.reader, self.table, self.interval = reader, table, interval
         self.seen: list[Any] = []
+        self.unavailable: list[str] = []
+        """The error of each read classified ``unavailable``, so a failure can say what it was."""
         self._stop = threading.Event()
         self._thread = threading.Thread(target=self._run, daemon=True)
 
@@ -155,6 +157,8 @@ class TablePoller:
                 self.seen.append(self.reader.value(sql))
             except AssertionError as exc:
                 self.seen.append(classify_read_error(exc))
+                if self.seen[-1] == "unavailable":
+                    self.unavailable.append(" ".join(str(exc).split())[:600])
             self._stop.wait(started + self.interval - time.monotonic())
 
     def __enter__(self) -> TablePoller:
