@@ -488,36 +488,28 @@ def test_a_cluster_mode_driver_killed_mid_write_fails_its_try_and_the_next_try_p
     assert left == [], "the next try removed what the killed driver left"
 
 
-@pytest.mark.parametrize("stop", ["task-killed", "application-killed"])
-def test_a_cluster_mode_try_stopped_mid_write_publishes_nothing_and_the_next_try_publishes(
-    stack, spark, database, yarn, on_yarn, tmp_path, stop
+def test_a_cluster_mode_try_whose_task_is_killed_mid_write_publishes_nothing_and_the_next_try_publishes(
+    stack, spark, database, yarn, on_yarn, tmp_path
 ):
-    """While the driver writes in a YARN container, the task process is SIGKILLed (its driver sees
-    the channel close, cancels its jobs and drops its staging; try 2 starts at once, beside it), or
-    the application is killed from outside (``yarn application -kill``: the task fails the try).
-    Nothing is published until try 2 publishes, and nothing is left."""
-    dag_id, target = f"yarn_stop_{stop.replace('-', '_')}", f"{database}.yarn_stop_{stop.replace('-', '_')}"
+    """While the driver writes in a YARN container, the task process is SIGKILLed: its driver sees
+    the channel close, cancels its jobs and drops its staging; try 2 starts at once, beside it.
+    Nothing is published until try 2 publishes, and nothing is left. (A driver that dies from
+    outside mid-write: the driver-container cell.)"""
+    dag_id, target = "yarn_stop_task_killed", f"{database}.yarn_stop_task_killed"
     first, app_id, reader = _writing(spark, yarn, on_yarn, tmp_path, dag_id, target, 200, retries=1)
     time.sleep(3)  # the write is running
     struck = time.monotonic()
-    if stop == "task-killed":
-        os.kill(first.pid, signal.SIGKILL)
-        try1 = "killed"
-    else:
-        yarn.kill(app_id)
-        try1 = first.wait()
-        assert try1 in ("failed", "up_for_retry"), try1
+    os.kill(first.pid, signal.SIGKILL)
     app = wait_until("try 1's application ends", lambda: _ended(yarn, app_id), timeout=120)
     ended = time.monotonic() - struck
     second = Trial(DAGS_FOLDER / f"{dag_id}.py", dag_id, "yarn_run", tmp_path / "try2.log").start()
     assert second.wait() == "success", (tmp_path / "try2.log").read_text(errors="replace")[-3000:]
     published, left = count(spark, target), leftovers(spark, database)
     problem = _cell(
-        f"yarn-cluster-{stop}-mid-write", 127 if stop == "task-killed" else 128,
-        "SIGKILL the task process mid-write, retries=1; try 2 starts at once" if stop == "task-killed"
-        else "the YARN application killed from outside mid-write, retries=1", "mid-write", "create",
-        try1=f"{try1}; its application ended {app['state']} {ended:.0f}s later", left1=[], try2="published",
-        left2=left, values=reader.stop(), allowed={"missing", 200}, rows=published,
+        "yarn-cluster-task-killed-mid-write", 127,
+        "SIGKILL the task process mid-write, retries=1; try 2 starts at once", "mid-write", "create",
+        try1=f"killed; its application ended {app['state']} {ended:.0f}s later", left1=[],
+        try2="published", left2=left, values=reader.stop(), allowed={"missing", 200}, rows=published,
         ok=published == 200 and app["finalStatus"] != "SUCCEEDED", since=struck,
     )  # fmt: skip
     assert app["finalStatus"] != "SUCCEEDED", app
@@ -525,45 +517,32 @@ def test_a_cluster_mode_try_stopped_mid_write_publishes_nothing_and_the_next_try
     assert left == []
 
 
-@pytest.mark.parametrize("trigger", ["sigterm", "execution_timeout"])
 def test_on_kill_kills_the_yarn_application_and_its_abort_removes_the_staging(
-    stack, spark, database, yarn, on_yarn, tmp_path, trigger
+    stack, spark, database, yarn, on_yarn, tmp_path
 ):
     """The task is stopped while its driver writes in a YARN container (SIGTERM, as a worker stopping
-    does, or its own ``execution_timeout``): ``on_kill`` kills the application through the
-    ResourceManager, and the abort it starts (its own YARN application, detached from the dying
-    task) drops the try's staging."""
-    dag_id, target = f"yarn_kill_{trigger}", f"{database}.yarn_kill_{trigger}"
-    rows = 600 if trigger == "sigterm" else 1200  # the timeout fires while it writes, not while YARN starts it
-    timeout = ", execution_timeout=datetime.timedelta(seconds=45)" if trigger == "execution_timeout" else ""
-    trial, app_id, reader = _writing(spark, yarn, on_yarn, tmp_path, dag_id, target, rows, operator_extra=timeout)
+    does): ``on_kill`` kills the application through the ResourceManager, and the abort it starts
+    (its own YARN application, detached from the dying task) drops the try's staging. (A task's
+    ``execution_timeout`` reaches ``on_kill`` the same way: the fault matrix's timeout cells.)"""
+    dag_id, target = "yarn_kill_sigterm", f"{database}.yarn_kill_sigterm"
+    trial, app_id, reader = _writing(spark, yarn, on_yarn, tmp_path, dag_id, target, 600)
     struck = time.monotonic()
-    if trigger == "sigterm":
-        time.sleep(3)  # the write is running in the application's executor
-        trial.signal_group(signal.SIGTERM)
+    time.sleep(3)  # the write is running in the application's executor
+    trial.signal_group(signal.SIGTERM)
     assert trial.wait() in ("failed", "up_for_retry")
     app = wait_until("the application ends", lambda: _ended(yarn, app_id), timeout=60)
-    log = (tmp_path / "try1.log").read_text(errors="replace")
-    assert "on_kill: killing the Spark application" in log
-    if trigger == "sigterm":
-        assert app["state"] == "KILLED", app
-    else:
-        # The timeout is raised inside the task's wait on the driver: the decision channel closes as it
-        # unwinds, and the driver, told nothing, drops its staging and ends before on_kill's kill lands.
-        assert "AirflowTaskTimeout" in log
-        assert app["finalStatus"] != "SUCCEEDED", {k: app[k] for k in ("state", "finalStatus", "diagnostics")}
+    assert "on_kill: killing the Spark application" in (tmp_path / "try1.log").read_text(errors="replace")
+    assert app["state"] == "KILLED", app
     abort_name = f"airflow-ctas abort spark_catalog.{target} try 1"
     (abort,) = wait_until("the abort's application ends", lambda: [
         a for a in yarn.apps() if a["name"] == abort_name and a["state"] in ENDED
     ], timeout=300)  # fmt: skip
     left = leftovers(spark, database)
     problem = _cell(
-        f"yarn-cluster-on-kill-{trigger}", 125 if trigger == "sigterm" else 126,
-        "SIGTERM the task's process group mid-write" if trigger == "sigterm" else "execution_timeout mid-write",
-        "mid-write", "create", try1=f"on_kill ran; the application ended {app['state']}; its abort ran in its own "
-        f"application ({abort['finalStatus']})", left1=left, try2="none", left2=left, values=reader.stop(),
-        allowed={"missing"}, rows=None, ok=abort["finalStatus"] == "SUCCEEDED" and not table_exists(spark, target),
-        since=struck,
+        "yarn-cluster-on-kill-sigterm", 125, "SIGTERM the task's process group mid-write", "mid-write", "create",
+        try1=f"on_kill ran; the application ended {app['state']}; its abort ran in its own application "
+        f"({abort['finalStatus']})", left1=left, try2="none", left2=left, values=reader.stop(), allowed={"missing"},
+        rows=None, ok=abort["finalStatus"] == "SUCCEEDED" and not table_exists(spark, target), since=struck,
     )  # fmt: skip
     assert abort["finalStatus"] == "SUCCEEDED", abort
     assert not table_exists(spark, target)
