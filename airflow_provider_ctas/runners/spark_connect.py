@@ -44,7 +44,7 @@ def session_id(txn_id: str, try_number: int) -> str:
 
 
 @contextlib.contextmanager
-def _connect_mode_confined() -> Iterator[None]:
+def connect_mode_confined() -> Iterator[None]:
     """Undo the environment pyspark sets for a Connect session (SPARK_CONNECT_MODE_ENABLED) once done.
 
     Left set, it turns every later classic session of this process, and of its children (a
@@ -122,7 +122,7 @@ class SparkConnectRunner:
         runs in this process before Airflow's grace period ends, and the next try or a GC pass
         finishes it otherwise.
         """
-        with _connect_mode_confined():
+        with connect_mode_confined():
             return self._run(request, name=name)
 
     def _run(self, request: PhaseRequest, *, name: str) -> PhaseResult:

@@ -8,7 +8,6 @@ from __future__ import annotations
 
 import dataclasses
 import json
-import os
 import signal
 from pathlib import Path
 from urllib.parse import urlparse
@@ -18,7 +17,7 @@ import pytest
 from airflow_provider_ctas.catalogs.metastore.catalog import CatalogClient
 from airflow_provider_ctas.core import markers
 from airflow_provider_ctas.core.errors import FencedError
-from airflow_provider_ctas.spark.engine import CONNECT_MODE_VARIABLES
+from airflow_provider_ctas.runners.spark_connect import connect_mode_confined
 from tests.support.catalog import count, fresh, leftovers, location, properties, retained_until, table_exists
 from tests.support.dags import DAGS_FOLDER, make_dag, run_dag, xcom_value
 from tests.support.faults import Reader, Trial, check_observations
@@ -224,17 +223,12 @@ def connect_spark(connect_server):
     from airflow.providers.apache.spark.hooks.spark_connect import SparkConnectHook
     from pyspark.sql import SparkSession
 
-    saved = {name: os.environ.get(name) for name in CONNECT_MODE_VARIABLES}
-    session = SparkSession.builder.remote(SparkConnectHook(conn_id=CONNECT_CONN_ID).get_connection_url()).create()
-    try:
-        yield session
-    finally:
-        session.stop()
-        for name, value in saved.items():
-            if value is None:
-                os.environ.pop(name, None)
-            else:
-                os.environ[name] = value
+    with connect_mode_confined():
+        session = SparkSession.builder.remote(SparkConnectHook(conn_id=CONNECT_CONN_ID).get_connection_url()).create()
+        try:
+            yield session
+        finally:
+            session.stop()
 
 
 @pytest.mark.parametrize("mode", ["replace", "overwrite_partitions"])

@@ -53,7 +53,7 @@ def test_connect_mode_does_not_leak_into_later_sessions_or_children(monkeypatch)
 
     monkeypatch.delenv("SPARK_CONNECT_MODE_ENABLED", raising=False)
     monkeypatch.setenv("SPARK_REMOTE", "sc://kept")
-    with spark_connect._connect_mode_confined():
+    with spark_connect.connect_mode_confined():
         os.environ["SPARK_CONNECT_MODE_ENABLED"] = "1"
         os.environ["SPARK_REMOTE"] = "sc://changed"
     assert "SPARK_CONNECT_MODE_ENABLED" not in os.environ

@@ -106,14 +106,11 @@ def _stage_existing(run: IcebergRun, existing: Any, schema: StructType, holds: b
     return adopted or stage_branch(run, existing, schema, current)
 
 
-def stage_branch(
-    run: IcebergRun, existing: Any, schema: StructType, current: Any | None = None
-) -> tuple[IcebergPlan, str]:
+def stage_branch(run: IcebergRun, existing: Any, schema: StructType, current: Any) -> tuple[IcebergPlan, str]:
     """This try's branch of ``existing``, made from ``main`` in the swap that raises the fence;
-    ``current`` is ``existing``'s metadata when the caller has just read it."""
+    ``current`` is ``existing``'s metadata, just read."""
     table = run.table
     target, try_number = table.target, table.try_number
-    current = current if current is not None else existing.operations().refresh()
     # overwrite_partitions always names partition_by, so this also checks it names the table's.
     partition_fields = require_same_shape(target.qualified, current, schema, table.partition_by)
     _, base_snapshot = run.open_branch(existing)

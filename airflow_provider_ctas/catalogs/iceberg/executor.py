@@ -111,7 +111,7 @@ class IcebergExecutor(PhaseExecutor[IcebergTable, IcebergPlan]):
                 return
             # Another task instance created the target first: this try's partitions go into it,
             # staged as for any target, and what is published is this second write.
-            self.plan, touched = stage_branch(self.run_, into, plan.schema)
+            self.plan, touched = stage_branch(self.run_, into, plan.schema, into.operations().refresh())
             report.touched.append(touched)
             self.staged, touched = write(self.run_, self.plan, f"commit {self.table.target}", self.written)
             report.touched.append(touched)
