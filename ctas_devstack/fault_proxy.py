@@ -9,7 +9,8 @@ an argument) reach the service, waits for the service's answer, and then
 closes the client's connection without it (``mode="close"``) or answers ``503`` in its place
 (``mode="503"``, as a gateway does; Iceberg 1.11's REST client does not send a commit again after it).
 ``unavailable()`` answers HTTP requests ``503`` without forwarding them, as an object store that is
-down or throttling does, on connections the client already holds as well as on new ones.
+down does, on connections the client already holds as well as on new ones; ``throttle(n)`` answers
+only the next ``n`` so, as a store that throttles and then recovers does.
 
 Seeing every request, it also counts the calls a Thrift client makes (``calls``, by method name):
 how many metastore calls a publish costs, on the wire, where the service receives them.
@@ -49,12 +50,13 @@ class FaultProxy:
     on_call: Callable[[str], None] | None = None
     """Called with each Thrift call's method name as it is forwarded (in the proxy's thread)."""
     unavailable_answers: int = 0
-    """HTTP requests answered 503 by ``unavailable()``, not forwarded."""
+    """HTTP requests answered 503 by ``unavailable()`` or ``throttle()``, not forwarded."""
     connections: int = 0
     """Client connections accepted and forwarded."""
     _armed: _Armed | None = None
     _refusing: bool = False
     _unavailable: bool = False
+    _throttled: int = 0
     _lock: threading.Lock = field(default_factory=threading.Lock)
     _listener: socket.socket | None = None
 
@@ -92,11 +94,18 @@ class FaultProxy:
         """Every HTTP request is answered ``503`` while ``down``, without reaching the service."""
         self._unavailable = down
 
+    def throttle(self, requests: int) -> None:
+        """The next ``requests`` HTTP requests are answered ``503``; the ones after reach the service."""
+        with self._lock:
+            self._throttled = requests
+
     def _unavailable_now(self) -> bool:
         with self._lock:
-            if self._unavailable:
+            refused = self._unavailable or self._throttled > 0
+            if refused:
                 self.unavailable_answers += 1
-            return self._unavailable
+                self._throttled = max(self._throttled - 1, 0)
+            return refused
 
     def _accept(self) -> None:
         assert self._listener is not None

@@ -6,8 +6,9 @@ Shared by the strategies that stage a new target under a reserved name and publi
 
 from __future__ import annotations
 
-from collections.abc import Mapping
-from typing import TYPE_CHECKING, Protocol
+import time
+from collections.abc import Callable, Mapping
+from typing import TYPE_CHECKING, Protocol, TypeVar
 
 from airflow_provider_ctas.core import markers
 from airflow_provider_ctas.core.details import Details
@@ -19,6 +20,22 @@ if TYPE_CHECKING:
     from airflow_provider_ctas.catalogs.progress import Progress
     from airflow_provider_ctas.core.identifiers import TableRef
     from airflow_provider_ctas.spark.engine import Reporter
+
+
+T = TypeVar("T")
+
+APPEAR_SECONDS = 10.0
+"""How long a failed rename waits for the target to appear before calling the failure its own."""
+
+
+def appeared(read: Callable[[], T | None], wait_seconds: float = APPEAR_SECONDS, pause: float = 0.5) -> T | None:
+    """``read()`` once it finds the target, or None after ``wait_seconds``. A concurrent creator's
+    rename fails ours before its own metastore commit is visible: it has moved its directory to the
+    target's location, or holds the row, and the metastore has not committed yet."""
+    deadline = time.monotonic() + wait_seconds
+    while (found := read()) is None and time.monotonic() < deadline:
+        time.sleep(pause)
+    return found
 
 
 class ModalTable(Protocol):

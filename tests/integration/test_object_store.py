@@ -377,3 +377,45 @@ def test_s3_down_right_after_a_flip_undoes_it_and_the_next_run_publishes(spark, 
     assert undone and rows_after_failure == OLD_ROWS, "a failed try leaves the previous version"
     assert left == [] and left2 == []
     assert rows == NEW_ROWS
+
+
+def test_s3_throttling_at_a_publish_is_retried_and_the_publish_lands(spark, s3, flaky_database, tmp_path):
+    """The object store throttles the driver (503) right after a flip, for two requests, and then
+    recovers: the re-check's reads are retried by S3A (no setting of this provider turns its retries
+    off) and the publish lands, with nothing left over."""
+    database, proxy = flaky_database
+    target = f"{database}.throttled"
+    spark.sql(f"CREATE TABLE {target} USING parquet AS SELECT id FROM range({OLD_ROWS})")
+    before = location_uri(spark, target)
+    flag, progress = tmp_path / "go", tmp_path / "progress"
+    faults = {"after_location_change": {"wait_for": str(flag)}, "progress_file": str(progress)}
+    executor = executor_for(spark, target, f"SELECT id FROM range({NEW_ROWS})", mode="replace", faults=faults)
+    started = time.monotonic()
+    with held_at(executor, "after_location_change", flag, progress) as failures:
+        proxy.throttle(2)
+    throttled, flipped = proxy.unavailable_answers, location_uri(spark, target) != before
+    rows, left = count(spark, target), s3_leftovers(spark, s3, FLAKY_BUCKET, database)
+    ok = not failures and throttled == 2 and flipped and rows == NEW_ROWS and not left
+    record_cell(
+        "s3-throttled-after-flip",
+        {
+            "order": 53,
+            "fault": "S3 answers the driver's next two requests 503 (a proxy in front of the S3 server) between "
+            "the flip and its fence re-check, then recovers",
+            "when": "publish (flip), before its re-check",
+            "mode": "replace",
+            "try1": f"failed: {failures[0]!r}" if failures else "success (published; S3A retried the throttled reads)",
+            "left1": left,
+            "try2": "none",
+            "left2": left,
+            "seen": f"{throttled} requests answered 503",
+            "rows": rows,
+            "ok": ok,
+            "seconds": round(time.monotonic() - started),
+            "problem": None if ok else f"failures {failures!r}, throttled {throttled}, flipped {flipped}",
+        },
+    )
+    assert failures == [], failures
+    assert throttled == 2, "the driver's requests after the flip met the throttling"
+    assert flipped and rows == NEW_ROWS
+    assert left == []

@@ -19,7 +19,7 @@ from airflow_provider_ctas.catalogs.iceberg.strategy import lineage_namespace
 from airflow_provider_ctas.core import markers
 from ctas_devstack.iceberg_rest import IcebergRestCatalog
 from tests.support.dags import DAGS_FOLDER, asset_events, load_dag, xcom_value
-from tests.support.faults import Trial
+from tests.support.faults import Trial, reading_pause
 from tests.support.fixtures import STOP_GRACE
 from tests.support.iceberg import leftovers
 from tests.support.processes import wait_for_line
@@ -178,6 +178,7 @@ def test_a_reader_of_the_group_snapshots_never_sees_two_versions_mixed(airflow_d
 
     def read() -> None:
         while not stop.is_set():
+            started = time.monotonic()
             pinned = json.loads(reader.properties(FACTS)[GROUP_SNAPSHOTS])
             seen.append(
                 (
@@ -185,6 +186,7 @@ def test_a_reader_of_the_group_snapshots_never_sees_two_versions_mixed(airflow_d
                     reader.value(f"SELECT max(v) FROM {DIMS} VERSION AS OF {pinned[DIMS]}"),
                 )
             )
+            stop.wait(reading_pause(started, 0.5))
 
     poller = threading.Thread(target=read, daemon=True)
     poller.start()

@@ -32,11 +32,20 @@ def classify_read_error(exc: Exception) -> str:
     return "unavailable"
 
 
+def reading_pause(started: float, interval: float) -> float:
+    """How long a poller waits after a read that began at ``started``: until ``interval`` after its
+    start, and at least as long as the read took."""
+    elapsed = time.monotonic() - started
+    return max(interval - elapsed, elapsed)
+
+
 class Reader:
     """Polls a table's row count from the test's own Spark session, recording every observation.
 
-    A read starts every ``interval`` seconds, or as soon as the previous one ended if that took
-    longer: the reader's share of the machine stays the same however fast a read gets.
+    A read starts every ``interval`` seconds; a read that takes longer than half of that is followed
+    by a pause as long as itself (``reading_pause``): on a loaded machine, where reads slow down,
+    the reader keeps to half of its thread's time instead of reading back to back and crowding out
+    the work it watches.
 
     ``sticky``: one session for every read, which never refreshes, like a Thrift server or a BI tool
     that keeps the file listing it made first (README: readers that keep a session open). Otherwise
@@ -75,7 +84,7 @@ class Reader:
                 if value == "unavailable":
                     self.unavailable.append(str(exc).strip().splitlines()[0][:300])
             self.seen.append((started, time.monotonic(), value))
-            self._stop.wait(started + self.interval - time.monotonic())
+            self._stop.wait(reading_pause(started, self.interval))
 
     def start(self) -> Reader:
         self._thread.start()

@@ -128,7 +128,12 @@ def race_two_creators(
             wait_for_line(progress, "before_publish try=1", timeout=240, count=n)
     finally:
         release.touch()
-    return {n: trial.wait() for n, trial in trials.items()}
+    states = {n: trial.wait() for n, trial in trials.items()}
+    for n, state in states.items():
+        if state != "success":  # shown with a failing test's captured output
+            tail = trials[n].log.read_text(errors="replace").splitlines()[-40:]
+            print(f"writer {n} ended {state}; the end of its log:", *tail, sep="\n")
+    return states
 
 
 def one_winner(probe: FormatProbe, states: dict[int, str]) -> tuple[int, dict[str, Any]]:

@@ -15,7 +15,7 @@ from pathlib import Path
 from typing import Any
 
 from tests.support.catalog import described_comments
-from tests.support.faults import classify_read_error
+from tests.support.faults import classify_read_error, reading_pause
 from tests.support.jvm import READER_SPARK_CONF, classic_environ
 from tests.support.spark_versions import on_release
 
@@ -138,8 +138,8 @@ class TableReader:
 class TablePoller:
     """Polls ``<rows>:<max written_by_try>`` of a table through the reader the whole time a test
     runs: a reader must only ever see no table / the old version, or the complete new one, and
-    which try wrote what it sees. A read starts every ``interval`` seconds (or when the previous one
-    ended, if later)."""
+    which try wrote what it sees. A read starts every ``interval`` seconds, paced as ``Reader``'s
+    (``reading_pause``)."""
 
     def __init__(self, reader: TableReader, table: str, interval: float = 1.2) -> None:
         self.reader, self.table, self.interval = reader, table, interval
@@ -159,7 +159,7 @@ class TablePoller:
                 self.seen.append(classify_read_error(exc))
                 if self.seen[-1] == "unavailable":
                     self.unavailable.append(" ".join(str(exc).split())[:600])
-            self._stop.wait(started + self.interval - time.monotonic())
+            self._stop.wait(reading_pause(started, self.interval))
 
     def __enter__(self) -> TablePoller:
         self._thread.start()

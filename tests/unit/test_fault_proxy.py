@@ -77,6 +77,13 @@ def test_a_refusing_proxy_lets_no_request_through(proxy):
     assert _Service.applied == ["/tables/t y"] and proxy.refused == 1
 
 
+def test_a_throttling_store_answers_the_next_requests_503_unforwarded_then_recovers(proxy):
+    proxy.throttle(2)
+    assert [_post(proxy, "/b/k", str(n)) for n in range(3)] == ["503 ", "503 ", "200 ok"]
+    assert _Service.applied == ["/b/k 2"], "the throttled requests never reached the store"
+    assert proxy.unavailable_answers == 2
+
+
 def test_only_the_known_loss_modes_are_accepted(proxy):
     with pytest.raises(ValueError, match="mode must be one of"):
         proxy.lose_answer("^POST", mode="drop")

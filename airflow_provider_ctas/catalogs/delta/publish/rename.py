@@ -10,7 +10,7 @@ from airflow_provider_ctas.catalogs.delta.plan import DeltaPlan, Publish
 from airflow_provider_ctas.catalogs.delta.publish.in_place import publish_in_place
 from airflow_provider_ctas.catalogs.delta.run import DeltaRun
 from airflow_provider_ctas.catalogs.delta.staging import drop_staging, require_own_staging, staging_of
-from airflow_provider_ctas.catalogs.existing_target import after_lost_race
+from airflow_provider_ctas.catalogs.existing_target import after_lost_race, appeared
 from airflow_provider_ctas.core import markers
 from airflow_provider_ctas.core.errors import FencedError, PublishError
 from airflow_provider_ctas.core.identifiers import sql_string_literal
@@ -29,7 +29,7 @@ def publish_by_rename(run: DeltaRun, plan: DeltaPlan, checks: dict[str, str], re
     try:
         run.catalog.rename(staging, target)
     except Exception as exc:
-        current = run.catalog.table_info(target)
+        current = appeared(lambda: run.catalog.table_info(target))
         if current is None:
             if run.catalog.properties(staging) is None:
                 raise FencedError(f"staging table {staging} was dropped by a newer try during the publish") from exc

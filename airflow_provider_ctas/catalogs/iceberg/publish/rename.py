@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from airflow_provider_ctas.catalogs.existing_target import after_lost_race
+from airflow_provider_ctas.catalogs.existing_target import after_lost_race, appeared
 from airflow_provider_ctas.catalogs.iceberg import metadata as md
 from airflow_provider_ctas.catalogs.iceberg.plan import Publish, Staged
 from airflow_provider_ctas.catalogs.iceberg.run import IcebergRun
@@ -41,7 +41,7 @@ def publish_by_rename(run: IcebergRun, staged: Staged, checks: dict[str, str], r
     try:
         catalog.rename(staging, target)
     except Exception as exc:
-        if catalog.load(target) is None:
+        if appeared(lambda: catalog.load(target)) is None:
             if catalog.load(staging) is None:
                 raise FencedError(f"staging table {staging} was dropped by a newer try during the publish") from exc
             if md.java_class(exc).endswith("AlreadyExistsException"):

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import time
 
+from airflow_provider_ctas.catalogs.existing_target import appeared
 from airflow_provider_ctas.catalogs.metastore import ownership
 from airflow_provider_ctas.catalogs.session_catalog.context import RunContext
 from airflow_provider_ctas.catalogs.session_catalog.plan import Publish, partition_names
@@ -63,14 +64,9 @@ def _published(ctx: RunContext, pub: Publication, partitions: list[str], seconds
     pub.report.touched.append(f"{staging} -> {target} (renamed in {seconds:.3f}s, {kind})")
 
 
-def target_appeared(ctx: RunContext, wait_seconds: float = 10.0) -> bool:
+def target_appeared(ctx: RunContext) -> bool:
     """Whether the target exists, waiting briefly for a concurrent rename's metastore commit."""
-    deadline = time.monotonic() + wait_seconds
-    while ctx.catalog.table_info(ctx.table.target) is None:
-        if time.monotonic() >= deadline:
-            return False
-        time.sleep(0.5)
-    return True
+    return appeared(lambda: ctx.catalog.table_info(ctx.table.target)) is not None
 
 
 class TargetCreatedMeanwhile(Exception):
