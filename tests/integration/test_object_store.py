@@ -12,7 +12,7 @@ import time
 import uuid
 from collections.abc import Iterator
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import pytest
 
@@ -30,6 +30,11 @@ from tests.support.phases import executor_for, held_at, run_all
 from tests.support.processes import kill_spark_driver, wait_for_line
 from tests.support.reliability import NEW_ROWS, OLD_ROWS, record_cell
 from tests.support.waiting import wait_until
+
+if TYPE_CHECKING:
+    from pyspark.sql import SparkSession
+
+    from airflow_provider_ctas.catalogs.session_catalog.executor import SessionCatalogExecutor
 
 pytestmark = [pytest.mark.integration, pytest.mark.slow, pytest.mark.objectstore]
 
@@ -323,6 +328,21 @@ def flaky_database(spark, s3) -> Iterator[tuple[str, FaultProxy]]:
         proxy.stop()
 
 
+@contextlib.contextmanager
+def _held_after_a_flip(
+    spark: SparkSession, target: str, tmp_path: Path
+) -> Iterator[tuple[str, SessionCatalogExecutor, list[BaseException]]]:
+    """``target`` created with OLD_ROWS, then a replace with NEW_ROWS held right after its flip while
+    the body runs: yields the location before, the try's executor and (once released) its failures."""
+    spark.sql(f"CREATE TABLE {target} USING parquet AS SELECT id FROM range({OLD_ROWS})")
+    before = location_uri(spark, target)
+    flag, progress = tmp_path / "go", tmp_path / "progress"
+    faults = {"after_location_change": {"wait_for": str(flag)}, "progress_file": str(progress)}
+    executor = executor_for(spark, target, f"SELECT id FROM range({NEW_ROWS})", mode="replace", faults=faults)
+    with held_at(executor, "after_location_change", flag, progress) as failures:
+        yield before, executor, failures
+
+
 def test_s3_down_right_after_a_flip_undoes_it_and_the_next_run_publishes(spark, s3, flaky_database, tmp_path):
     """A real network fault between a flip and its fence re-check: the object store answers every
     request of the driver 503 (a proxy in front of it), so the re-check cannot read the staging's
@@ -331,14 +351,9 @@ def test_s3_down_right_after_a_flip_undoes_it_and_the_next_run_publishes(spark, 
     run publishes."""
     database, proxy = flaky_database
     target = f"{database}.flipped"
-    spark.sql(f"CREATE TABLE {target} USING parquet AS SELECT id FROM range({OLD_ROWS})")
-    assert proxy.connections > 0, "the driver reaches the bucket through the proxy"
-    before = location_uri(spark, target)
-    flag, progress = tmp_path / "go", tmp_path / "progress"
-    faults = {"after_location_change": {"wait_for": str(flag)}, "progress_file": str(progress)}
-    executor = executor_for(spark, target, f"SELECT id FROM range({NEW_ROWS})", mode="replace", faults=faults)
     started = time.monotonic()
-    with held_at(executor, "after_location_change", flag, progress) as failures:
+    with _held_after_a_flip(spark, target, tmp_path) as (before, executor, failures):
+        assert proxy.connections > 0, "the driver reaches the bucket through the proxy"
         assert location_uri(spark, target) != before, "flipped"
         proxy.unavailable()
     error = failures[0] if failures else None
@@ -385,13 +400,8 @@ def test_s3_throttling_at_a_publish_is_retried_and_the_publish_lands(spark, s3, 
     off) and the publish lands, with nothing left over."""
     database, proxy = flaky_database
     target = f"{database}.throttled"
-    spark.sql(f"CREATE TABLE {target} USING parquet AS SELECT id FROM range({OLD_ROWS})")
-    before = location_uri(spark, target)
-    flag, progress = tmp_path / "go", tmp_path / "progress"
-    faults = {"after_location_change": {"wait_for": str(flag)}, "progress_file": str(progress)}
-    executor = executor_for(spark, target, f"SELECT id FROM range({NEW_ROWS})", mode="replace", faults=faults)
     started = time.monotonic()
-    with held_at(executor, "after_location_change", flag, progress) as failures:
+    with _held_after_a_flip(spark, target, tmp_path) as (before, _, failures):
         proxy.throttle(2)
     throttled, flipped = proxy.unavailable_answers, location_uri(spark, target) != before
     rows, left = count(spark, target), s3_leftovers(spark, s3, FLAKY_BUCKET, database)

@@ -243,119 +243,6 @@ def test_cluster_mode_publishes_on_the_decision_of_the_task(stack, spark, databa
     assert leftovers(spark, database) == []
 
 
-def test_a_cluster_mode_driver_whose_task_died_never_publishes_and_gives_its_containers_back(
-    stack, spark, database, yarn, on_yarn, tmp_path
-):
-    """The task process is SIGKILLed while its driver, in a YARN container, waits for the decision:
-    the channel closes, the driver drops its staging and exits, and YARN frees its containers. Then
-    the task's retry runs and publishes."""
-    dag_id, target = "yarn_orphan", f"{database}.yarn_orphan"
-    make_dag(dag_id, target_table=target, conn_id="spark_yarn", conf=on_yarn, sql="SELECT id FROM range(100)",
-             retries=1)  # fmt: skip
-    reader = Reader(spark, target).start()
-    progress = tmp_path / "progress"
-    faults = {"progress_file": str(progress), "before_decision": {"sleep": 300, "only_try": 1}}
-    trial = Trial(DAGS_FOLDER / f"{dag_id}.py", dag_id, "yarn_run", tmp_path / "try1.log", faults).start()
-    wait_for_line(progress, "before_decision try=1", timeout=300)
-    app_id = _application(yarn, f"spark_catalog.{target}", 1)["id"]
-    driver = _driver_pid(app_id)
-    assert driver is not None and yarn.network is not None
-    assert _network_of(driver) == os.stat(f"/run/netns/{yarn.network.name}").st_ino, "the driver cannot reach the task"
-    os.kill(trial.pid, signal.SIGKILL)  # the task process: no on_kill, no abort; only its driver can clean up
-    killed = time.monotonic()
-    app = wait_until("the orphaned driver's application ends", lambda: _ended(yarn, app_id), timeout=120)
-    seconds = time.monotonic() - killed
-    wait_until("no container of the application runs", lambda: not _processes(app_id) or None, timeout=60)
-    time.sleep(3)  # anything the orphan could still have published would show by now
-    values, left = reader.stop(), leftovers(spark, database)
-    problem = check_observations(values, {"missing"}, NEW_ROWS)
-    record_cell(
-        "yarn-cluster-orphan-awaiting-decision",
-        {
-            "order": 120,
-            "fault": "YARN cluster deploy mode: SIGKILL the task process while its driver (in a YARN container) "
-            "awaits the decision; no retry runs yet (as with retries=0): the orphan cleans up alone",
-            "when": "awaiting decision",
-            "mode": "create",
-            "try1": f"killed; its driver's application ended ({app['state']}) {seconds:.1f}s later",
-            "left1": left,
-            "try2": "none",
-            "left2": left,
-            "seen": summarize(values),
-            "rows": None,
-            "ok": problem is None and not left and seconds < 60 and app["finalStatus"] != "SUCCEEDED",
-            "seconds": round(seconds),
-            "problem": problem,
-        },
-    )
-    assert app["finalStatus"] != "SUCCEEDED", app
-    assert seconds < 60, f"the orphan ran {seconds:.0f}s after its task died"
-    assert problem is None, problem
-    assert not table_exists(spark, target)
-    assert left == [], "the orphan dropped its staging"
-
-    reader = Reader(spark, target).start()
-    retried = time.monotonic()
-    second = Trial(DAGS_FOLDER / f"{dag_id}.py", dag_id, "yarn_run", tmp_path / "try2.log").start()
-    assert second.wait() == "success", (tmp_path / "try2.log").read_text(errors="replace")[-3000:]
-    published, left = count(spark, target), leftovers(spark, database)
-    problem = _cell(
-        "yarn-cluster-orphan-then-retry", 120, "SIGKILL the task process while its driver awaits the decision, "
-        "retries=1: the retry starts once the orphan ended", "awaiting decision", "create",
-        try1=f"killed; its driver's application ended {app['state']}", left1=[], try2="published", left2=left,
-        values=reader.stop(), allowed={"missing", 100}, rows=published, ok=published == 100, since=retried,
-    )  # fmt: skip
-    assert published == 100 and problem is None, problem
-    assert left == []
-
-
-def test_a_durable_try_whose_task_died_in_cluster_mode_is_published_by_the_next_without_its_query(
-    stack, spark, database, yarn, on_yarn, tmp_path
-):
-    """durable=True: the task process is SIGKILLed while its driver waits in a YARN container; the
-    driver keeps its staging and ends, and try 2 (in cluster mode too) publishes it without a query.
-    The source grows in between: a query run again would publish more rows."""
-    dag_id, target, source = "yarn_durable", f"{database}.yarn_durable", f"{database}.yarn_durable_source"
-    spark.sql(f"CREATE TABLE {source} USING parquet AS SELECT id FROM range(100)")
-    make_dag(dag_id, target_table=target, conn_id="spark_yarn", conf=on_yarn, sql=f"SELECT id FROM {source}",
-             durable=True, retries=1)  # fmt: skip
-    progress = tmp_path / "progress"
-    faults = {"progress_file": str(progress), "before_decision": {"sleep": 300, "only_try": 1}}
-    trial = Trial(DAGS_FOLDER / f"{dag_id}.py", dag_id, "yarn_run", tmp_path / "try1.log", faults).start()
-    wait_for_line(progress, "before_decision try=1", timeout=300)
-    app_id = _application(yarn, f"spark_catalog.{target}", 1)["id"]
-    driver = _driver_pid(app_id)
-    assert driver is not None and yarn.network is not None
-    assert _network_of(driver) == os.stat(f"/run/netns/{yarn.network.name}").st_ino, "the driver cannot reach the task"
-    reader = Reader(spark, target).start()
-    os.kill(trial.pid, signal.SIGKILL)
-    struck = time.monotonic()
-    app = wait_until("the orphaned driver's application ends", lambda: _ended(yarn, app_id), timeout=120)
-    assert app["finalStatus"] != "SUCCEEDED" and not table_exists(spark, target), app
-    kept = leftovers(spark, database)
-    assert len(kept) == 1 and "_s1" in kept[0], f"the driver did not keep exactly its staging: {kept}"
-    spark.sql(f"INSERT INTO {source} SELECT id FROM range(100, 150)")
-
-    second = Trial(DAGS_FOLDER / f"{dag_id}.py", dag_id, "yarn_run", tmp_path / "try2.log").start()
-    assert second.wait() == "success", (tmp_path / "try2.log").read_text(errors="replace")[-3000:]
-    txn = xcom_value(dag_id, "yarn_run", "ctas_transaction")
-    published, left = count(spark, target), leftovers(spark, database)
-    problem = _cell(
-        "yarn-cluster-durable-awaiting-decision", 121, "durable=True, SIGKILL the task process while its driver "
-        "awaits the decision, retries=1; the source grows before try 2", "awaiting decision", "create",
-        try1="killed; its driver kept the prepared staging", left1=kept,
-        try2=f"took over try {txn['details'].get('adopted_from_try')}'s staging; the query did not run",
-        left2=left, values=reader.stop(), allowed={"missing", 100}, rows=published,
-        ok=published == 100 and txn["details"].get("adopted_from_try") == 1,
-        since=struck,
-    )  # fmt: skip
-    assert txn["details"]["adopted_from_try"] == 1, txn["details"]
-    assert any("the query did not run" in p["note"] for p in txn["details"]["phases"]), txn["details"]["phases"]
-    assert _application(yarn, f"spark_catalog.{target}", 2)["finalStatus"] == "SUCCEEDED"
-    assert published == 100, "try 2 published what try 1 wrote, not a new run of the query"
-    assert left == [] and problem is None, problem
-
-
 def test_a_durable_cluster_mode_driver_whose_task_died_mid_write_finishes_it_for_the_next_try(
     stack, spark, database, yarn, on_yarn, tmp_path
 ):
@@ -491,28 +378,38 @@ def test_a_cluster_mode_driver_killed_mid_write_fails_its_try_and_the_next_try_p
 def test_a_cluster_mode_try_whose_task_is_killed_mid_write_publishes_nothing_and_the_next_try_publishes(
     stack, spark, database, yarn, on_yarn, tmp_path
 ):
-    """While the driver writes in a YARN container, the task process is SIGKILLed: its driver sees
-    the channel close, cancels its jobs and drops its staging; try 2 starts at once, beside it.
-    Nothing is published until try 2 publishes, and nothing is left. (A driver that dies from
-    outside mid-write: the driver-container cell.)"""
+    """While the driver writes in a YARN container (in the cluster's network, which cannot reach the
+    task), the task process is SIGKILLed: no on_kill, no abort; the orphaned driver sees the channel
+    close, cancels its jobs, drops its staging and ends, and YARN frees its containers, all before
+    any next try. Then try 2 publishes, and nothing is left. (A driver that dies from outside
+    mid-write: the driver-container cell.)"""
     dag_id, target = "yarn_stop_task_killed", f"{database}.yarn_stop_task_killed"
     first, app_id, reader = _writing(spark, yarn, on_yarn, tmp_path, dag_id, target, 200, retries=1)
     time.sleep(3)  # the write is running
+    driver = _driver_pid(app_id)
+    assert driver is not None and yarn.network is not None
+    assert _network_of(driver) == os.stat(f"/run/netns/{yarn.network.name}").st_ino, "the driver cannot reach the task"
     struck = time.monotonic()
     os.kill(first.pid, signal.SIGKILL)
     app = wait_until("try 1's application ends", lambda: _ended(yarn, app_id), timeout=120)
     ended = time.monotonic() - struck
+    wait_until("no container of the application runs", lambda: not _processes(app_id) or None, timeout=60)
+    orphan_left = leftovers(spark, database)
+    assert orphan_left == [], "the orphan dropped its staging itself"
+    assert not table_exists(spark, target), "the orphan published"
     second = Trial(DAGS_FOLDER / f"{dag_id}.py", dag_id, "yarn_run", tmp_path / "try2.log").start()
     assert second.wait() == "success", (tmp_path / "try2.log").read_text(errors="replace")[-3000:]
     published, left = count(spark, target), leftovers(spark, database)
     problem = _cell(
         "yarn-cluster-task-killed-mid-write", 127,
-        "SIGKILL the task process mid-write, retries=1; try 2 starts at once", "mid-write", "create",
-        try1=f"killed; its application ended {app['state']} {ended:.0f}s later", left1=[],
+        "SIGKILL the task process mid-write, retries=1; try 2 starts once try 1's application ended",
+        "mid-write", "create", try1=f"killed; its orphaned driver's application ended {app['state']} {ended:.0f}s "
+        "later", left1=orphan_left,
         try2="published", left2=left, values=reader.stop(), allowed={"missing", 200}, rows=published,
         ok=published == 200 and app["finalStatus"] != "SUCCEEDED", since=struck,
     )  # fmt: skip
     assert app["finalStatus"] != "SUCCEEDED", app
+    assert ended < 60, f"the orphan ran {ended:.0f}s after its task died"
     assert published == 200 and problem is None, problem
     assert left == []
 

@@ -56,7 +56,7 @@ class Reader:
         self,
         spark: SparkSession,
         target: str,
-        interval: float = 0.7,
+        interval: float = 1.0,
         where: str = "",
         tail: float = 0.5,
         sticky: bool = False,
