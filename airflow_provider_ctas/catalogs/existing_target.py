@@ -1,7 +1,8 @@
 """What a try does when its target already exists, read from the target's ownership markers.
 
 Shared by the strategies that stage a new target under a reserved name and publish it by a rename
-(Iceberg, Delta): at begin, and when the rename finds that the target appeared meanwhile.
+(Iceberg, Delta): at begin, and when the rename finds that the target appeared meanwhile. How long a
+failed rename waits for that (``appeared``) is the session catalog's too.
 """
 
 from __future__ import annotations
