@@ -11,7 +11,7 @@ from pathlib import Path
 from typing import Any
 
 from tests.support.dags import DAGS_FOLDER, make_dag, xcom_value
-from tests.support.faults import Trial, check_observations, summarize, wait_for_drivers_to_exit
+from tests.support.faults import Trial, summarize, wait_for_drivers_to_exit
 from tests.support.processes import kill_spark_driver, wait_for_line
 from tests.support.reliability import record_cell
 from tests.support.table_reader import TablePoller, TableReader
@@ -93,9 +93,7 @@ def kill_mid_write_then_after_publish(
     new_versions = probe.versions(target) - versions
     left = probe.leftovers()
     old = "missing" if mode == "create" else "5:0"  # an existing target has 5 rows written by no try
-    problem = check_observations(poller.seen, {old, "200:2"}, "200:2")
-    if problem and poller.unavailable:
-        problem += f" (unavailable: {poller.unavailable})"
+    problem = poller.problem({old, "200:2"}, "200:2")
     record_format_cell(
         probe, f"kill-{mode}", "SIGKILL the Spark driver mid-write (try 1); SIGKILL the task process right after "
         "its publish (try 2); try 3 without a fault", mode,
@@ -195,9 +193,7 @@ def zombie_in_publish_window(
         first_state = first.wait()
         wait_for_drivers_to_exit(target)
     left = probe.leftovers()
-    problem = check_observations(poller.seen, {"5:0", "100:2"}, "100:2")
-    if problem and poller.unavailable:
-        problem += f" (unavailable: {poller.unavailable})"
+    problem = poller.problem({"5:0", "100:2"}, "100:2")
     if published_by_try1:
         problem = f"try 1 published before try 2 did; {problem or ''}"
     record_format_cell(

@@ -15,7 +15,7 @@ from pathlib import Path
 from typing import Any
 
 from tests.support.catalog import described_comments
-from tests.support.faults import classify_read_error, reading_pause
+from tests.support.faults import check_observations, classify_read_error, reading_pause
 from tests.support.jvm import READER_SPARK_CONF, classic_environ
 from tests.support.spark_versions import on_release
 
@@ -160,6 +160,11 @@ class TablePoller:
                 if self.seen[-1] == "unavailable":
                     self.unavailable.append(" ".join(str(exc).split())[:600])
             self._stop.wait(reading_pause(started, self.interval))
+
+    def problem(self, allowed: set[Any], new: Any) -> str | None:
+        """``check_observations`` of what it saw, with the errors of the reads it found unavailable."""
+        problem = check_observations(self.seen, allowed, new)
+        return f"{problem} (unavailable: {self.unavailable})" if problem and self.unavailable else problem
 
     def __enter__(self) -> TablePoller:
         self._thread.start()
