@@ -3,33 +3,39 @@
 # draws them, every invariant checked, results in build/reports/soak.md.
 #   bash scripts/soak.sh --runs 300 [--seed 42]   N runs (the seed defaults to a random one, printed)
 #   bash scripts/soak.sh --replay 1234567         the one run a failure named (or several: 12,34)
+#   --formats parquet,iceberg,delta               the table formats runs draw from (default: parquet);
+#                                                 a replay takes the --formats its failure printed
 # Further arguments go to pytest (e.g. -n 1). bash scripts/publish_reports.sh publishes the report.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 runs=20
 seed=""
 replay=""
+formats="parquet"
 while [ "$#" -gt 0 ]; do
   case "$1" in
     --runs) runs="$2"; shift 2 ;;
     --seed) seed="$2"; shift 2 ;;
     --replay) replay="$2"; shift 2 ;;
+    --formats) formats="$2"; shift 2 ;;
     *) break ;;
   esac
 done
 [[ "$runs" =~ ^[0-9]+$ ]] || { echo "soak.sh: --runs takes a number, not '$runs'" >&2; exit 2; }
 [ -z "$seed" ] && seed=$(( (RANDOM << 15) | RANDOM ))
 [[ "$seed" =~ ^[0-9]+$ ]] || { echo "soak.sh: --seed takes a number, not '$seed'" >&2; exit 2; }
+[[ "$formats" =~ ^(parquet|iceberg|delta)(,(parquet|iceberg|delta))*$ ]] || { echo "soak.sh: --formats takes some of parquet,iceberg,delta, not '$formats'" >&2; exit 2; }
 [ -z "$replay" ] || [[ "$replay" =~ ^[0-9]+(,[0-9]+)*$ ]] || { echo "soak.sh: --replay takes run seeds (SEED[,SEED...])" >&2; exit 2; }
 bash scripts/setup.sh
 export PATH="$PWD/.venv/bin:$PATH"
 mkdir -p build/reports .ctas-local
+export CTAS_SOAK_FORMATS="$formats"
 python -m tests.support.jvm > .ctas-local/cds.log 2>&1 || true
 if [ -n "$replay" ]; then
   echo "soak.sh: replaying run $replay"
   export CTAS_SOAK_REPLAY="$replay"
 else
-  echo "soak.sh: $runs runs from seed $seed (replay all of them: bash scripts/soak.sh --runs $runs --seed $seed)"
+  echo "soak.sh: $runs runs of $formats tables from seed $seed (replay all of them: bash scripts/soak.sh --runs $runs --seed $seed --formats $formats)"
   export CTAS_SOAK_RUNS="$runs" CTAS_SOAK_SEED="$seed"
 fi
 exec pytest tests/soak -m soak -p no:randomly "$@"

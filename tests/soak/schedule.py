@@ -11,16 +11,28 @@ import random
 from dataclasses import dataclass
 
 MODES = ("create", "replace", "swap", "overwrite_partitions")
+FORMATS = ("parquet", "iceberg", "delta")
+"""parquet: a file-format table in Spark's session catalog; iceberg: an Iceberg table in a
+Hive-metastore catalog; delta: a Delta table in Delta's session catalog (both on the same metastore
+service, their drivers on Spark 4.1)."""
+FORMAT_MODES = ("create", "replace", "overwrite_partitions")
+"""Iceberg and Delta: a replace publishes in one commit of the format whatever the shape (no swap)."""
 
 # Where a fault can land: the driver's injection points (airflow_provider_ctas/core/faults.py, each
-# reached in every run of its mode), the task's point while its driver waits for the decision, and
-# the middle of the write.
+# reached in every run of its mode and format), the task's point while its driver waits for the
+# decision, and the middle of the write.
 DRIVER_POINTS = ("after_begin", "after_prepare", "before_publish", "after_publish")
-MODE_POINTS = {
+MODE_POINTS: dict[str, tuple[str, ...]] = {
     "swap": ("publish_after_move_aside",),
     # After the last ownership check, right before the flip or the partition switch: README's fencing limit.
     "replace": ("publish_checked",),
     "overwrite_partitions": ("publish_checked",),
+}
+FORMAT_MODE_POINTS: dict[str, dict[str, tuple[str, ...]]] = {
+    "parquet": MODE_POINTS,
+    # Iceberg: after the fence's check, right before the commit that carries it as a requirement.
+    "iceberg": {"replace": ("publish_checked",), "overwrite_partitions": ("publish_checked",)},
+    "delta": {},
 }
 TASK_POINT = "before_decision"
 MID_WRITE = "mid-write"
@@ -49,6 +61,11 @@ class Fault:
         return f"{self.kind}@{self.point}" if self.point else self.kind
 
 
+def mode_points(table_format: str, mode: str) -> tuple[str, ...]:
+    """The points of a mode's publish where a fault can land, for a table of ``table_format``."""
+    return FORMAT_MODE_POINTS[table_format].get(mode, ())
+
+
 @dataclass(frozen=True)
 class Schedule:
     seed: int
@@ -56,6 +73,7 @@ class Schedule:
     durable: bool
     faults: tuple[Fault, ...]
     """One per faulted try, in order; the try after the last one runs without a fault."""
+    table_format: str = "parquet"
 
     @property
     def slow(self) -> bool:
@@ -65,7 +83,8 @@ class Schedule:
 
     def __str__(self) -> str:
         faults = ", ".join(f"try {i}: {f}" for i, f in enumerate(self.faults, 1)) or "none"
-        return f"seed {self.seed}: {self.mode}{' durable' if self.durable else ''}; {faults}"
+        table = "" if self.table_format == "parquet" else f"{self.table_format} "
+        return f"seed {self.seed}: {table}{self.mode}{' durable' if self.durable else ''}; {faults}"
 
 
 def run_seeds(seed: int, runs: int) -> list[int]:
@@ -73,9 +92,9 @@ def run_seeds(seed: int, runs: int) -> list[int]:
     return [rng.randrange(1, 2**31) for _ in range(runs)]
 
 
-def _fault(rng: random.Random, mode: str) -> Fault:
+def _fault(rng: random.Random, mode: str, table_format: str) -> Fault:
     kind = rng.choice(KINDS)
-    driver_points = DRIVER_POINTS + MODE_POINTS.get(mode, ())
+    driver_points = DRIVER_POINTS + mode_points(table_format, mode)
     if kind == "query-fails":
         return Fault(kind, "")
     if kind == "raise":
@@ -87,18 +106,30 @@ def _fault(rng: random.Random, mode: str) -> Fault:
     if kind == "timeout":
         return Fault(kind, rng.choice((*driver_points, TASK_POINT)))
     if kind == "clear":
-        return Fault(kind, rng.choice((*CLEAR_POINTS, *MODE_POINTS.get(mode, ()))))
+        return Fault(kind, rng.choice((*CLEAR_POINTS, *mode_points(table_format, mode))))
     return Fault(kind, rng.choice((*driver_points, TASK_POINT, MID_WRITE)))
 
 
-def schedule_for(seed: int) -> Schedule:
+def schedule_for(seed: int, formats: tuple[str, ...] = ("parquet",)) -> Schedule:
+    """The run ``seed`` decides among tables of ``formats``. The format is drawn apart from the rest,
+    so a seed's file-format run is the same whichever formats a soak also covers."""
+    table_format = random.Random(f"format:{seed}").choice(formats) if len(formats) > 1 else formats[0]
     rng = random.Random(seed)
-    mode = rng.choice(MODES)
+    mode = rng.choice(MODES if table_format == "parquet" else FORMAT_MODES)
     durable = rng.random() < 0.5
     faulted = rng.choices((0, 1, 2), weights=(1, 6, 3))[0]
     faults: list[Fault] = []
     for _ in range(faulted):
-        faults.append(_fault(rng, mode))
+        faults.append(_fault(rng, mode, table_format))
         if faults[-1].kind == "clear":  # its next try runs beside it, without a fault: the last one
             break
-    return Schedule(seed, mode, durable, tuple(faults))
+    return Schedule(seed, mode, durable, tuple(faults), table_format)
+
+
+def formats_from(text: str) -> tuple[str, ...]:
+    """``CTAS_SOAK_FORMATS`` (comma-separated) as a tuple, refusing a format the soak does not know."""
+    formats = tuple(dict.fromkeys(f.strip() for f in text.split(",") if f.strip()))
+    unknown = [f for f in formats if f not in FORMATS]
+    if unknown or not formats:
+        raise ValueError(f"soak formats are some of {', '.join(FORMATS)}, not {text!r}")
+    return formats

@@ -28,6 +28,7 @@ import os
 import random
 import signal
 import time
+from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
 
@@ -35,14 +36,26 @@ import pytest
 
 from airflow_provider_ctas.core import errors
 from airflow_provider_ctas.core.transaction import TransactionKey
-from tests.soak.schedule import AFTER_COMMIT_POINTS, MID_WRITE, Fault, Schedule, run_seeds, schedule_for
-from tests.support.catalog import database_dir, fresh, leftovers
+from tests.soak.schedule import (
+    AFTER_COMMIT_POINTS,
+    MID_WRITE,
+    Fault,
+    Schedule,
+    formats_from,
+    run_seeds,
+    schedule_for,
+)
+from tests.soak.tables import SoakTable, soak_table
+from tests.support.catalog import database_dir
 from tests.support.dags import DAGS_FOLDER, make_dag, xcom_value
-from tests.support.faults import Reader, Trial, check_observations, summarize, wait_for_drivers_to_exit
+from tests.support.delta import DeltaReader, delta_conf
+from tests.support.faults import Trial, check_observations, summarize, wait_for_drivers_to_exit
 from tests.support.fixtures import STOP_GRACE
+from tests.support.iceberg import IcebergReader, iceberg_conf, task_conf_on_spark41
 from tests.support.phases import executor_for, run_all
 from tests.support.processes import kill_spark_driver
 from tests.support.soak_report import record_run
+from tests.support.table_reader import TableReader
 from tests.support.waiting import wait_until
 
 pytestmark = [pytest.mark.integration, pytest.mark.slow, pytest.mark.soak]
@@ -66,8 +79,12 @@ whose task is killed after begin and whose next try is cleared while held at ``b
 covered by the fault matrix and the YARN cells."""
 PAUSE_SECONDS = 15
 """How long a driver or task waits at the point where a kill lands (the kill comes within a second)."""
-TIMEOUT_SECONDS = 30
-"""The task's ``execution_timeout`` in a run with a timeout fault (a try without one takes 10-20 s here)."""
+TIMEOUT_SECONDS = {"parquet": 30, "iceberg": 75, "delta": 75}
+"""The task's ``execution_timeout`` in a run with a timeout fault (a try without one takes 10-20 s
+here for a file-format table, 25-45 s for Iceberg and Delta on their Spark 4.1 drivers)."""
+FORMATS = formats_from(os.environ.get("CTAS_SOAK_FORMATS", "parquet"))
+"""The table formats the soak's runs draw from (``scripts/soak.sh --formats``)."""
+REPLAY = f"bash scripts/soak.sh{'' if FORMATS == ('parquet',) else ' --formats ' + ','.join(FORMATS)} --replay"
 
 
 def pytest_generate_tests(metafunc: pytest.Metafunc) -> None:
@@ -96,14 +113,36 @@ def _sql(schedule: Schedule) -> str:
     return NEW_SQL.format(slow_ms=25 if schedule.slow else 0, failing=condition)
 
 
-def _seed_target(schedule: Schedule, spark: Any, target: str) -> None:
-    if schedule.mode == "replace":
-        spark.sql(f"CREATE TABLE {target} USING parquet AS {SEED_SQL.format(rows=OLD_ROWS)}")
-    elif schedule.mode == "overwrite_partitions":
-        spark.sql(f"CREATE TABLE {target} USING parquet PARTITIONED BY (p) AS {SEED_SQL.format(rows=OLD_ROWS)}")
+def _seed_target(schedule: Schedule, spark: Any, table: SoakTable) -> None:
+    if schedule.mode in ("replace", "overwrite_partitions"):
+        table.create(SEED_SQL.format(rows=OLD_ROWS), partitioned=schedule.mode == "overwrite_partitions")
     elif schedule.mode == "swap":  # by this provider, so that the swap may drop the version it replaces
-        run_all(executor_for(spark, target, f"SELECT id, p FROM ({SEED_SQL.format(rows=OLD_ROWS)})", mode="create"))
+        select = f"SELECT id, p FROM ({SEED_SQL.format(rows=OLD_ROWS)})"
+        run_all(executor_for(spark, table.name, select, mode="create"))
     # The new version of a swap's target has more columns than this one: the replace swaps.
+
+
+@pytest.fixture(scope="module")
+def format_readers(metastore, tmp_path_factory) -> Iterator[Callable[[str], TableReader | None]]:
+    """A module's Iceberg and Delta readers, each started when a run first needs it."""
+    readers: dict[str, TableReader] = {}
+
+    def reader(table_format: str) -> TableReader | None:
+        if table_format != "parquet" and table_format not in readers:
+            log = tmp_path_factory.mktemp(table_format) / "reader.log"
+            readers[table_format] = IcebergReader(metastore, log) if table_format == "iceberg" else DeltaReader(log)
+        return readers.get(table_format)
+
+    yield reader
+    for session in readers.values():
+        session.close()
+
+
+def _task_conf(table_format: str, metastore: Any, monkeypatch: pytest.MonkeyPatch) -> dict[str, str]:
+    """What the task's conf says for its table's format (Iceberg and Delta: drivers on Spark 4.1)."""
+    if table_format == "parquet":
+        return {}
+    return task_conf_on_spark41(monkeypatch, iceberg_conf(metastore) if table_format == "iceberg" else delta_conf())
 
 
 def _allowed(schedule: Schedule) -> set[Any]:
@@ -115,11 +154,13 @@ def _allowed(schedule: Schedule) -> set[Any]:
     return allowed
 
 
-def _fault_spec(fault: Fault, try_number: int, release: Path) -> dict[str, Any]:
+def _fault_spec(fault: Fault, try_number: int, release: Path, table_format: str) -> dict[str, Any]:
+    if fault.point == MID_WRITE and table_format != "parquet":  # the write starts right after this point
+        return {"before_write": {"only_try": try_number}}
     if fault.kind == "raise":
         return {fault.point: {"raise": "soak", "only_try": try_number}}
     if fault.kind == "timeout":
-        return {fault.point: {"sleep": 2 * TIMEOUT_SECONDS, "only_try": try_number}}
+        return {fault.point: {"sleep": 2 * TIMEOUT_SECONDS[table_format], "only_try": try_number}}
     if fault.kind == "clear":
         return {fault.point: {"wait_for": str(release), "only_try": try_number}}
     if fault.kind == "metastore-restart":
@@ -138,17 +179,21 @@ def _reached(progress: Path, point: str, try_number: int) -> bool:
     return progress.exists() and f"{point} try={try_number}" in progress.read_text().splitlines()
 
 
-def _act(fault: Fault, trial: Trial, progress: Path, staging: Path, target: str, metastore: Any,
+def _act(fault: Fault, trial: Trial, progress: Path, staging: Path | None, target: str, metastore: Any,
          try_number: int, rng: random.Random) -> bool:  # fmt: skip
     """Make ``fault`` happen to the running try; False when the try ended before it could land (a
     try with nothing to write, after an earlier try published). A timeout lands by itself (Airflow
-    raises it in the held task); a clear is held here and resumed by ``_clear``."""
+    raises it in the held task); a clear is held here and resumed by ``_clear``. Mid-write: once the
+    staging directory has write debris (a file-format table), or once the driver reached the point
+    right before an Iceberg or Delta write (whose files go straight to the table's data)."""
     if fault.kind in ("raise", "query-fails"):
         return True
     if fault.point == MID_WRITE:
         where = "the try's write to start"
-        landed = wait_until(where, lambda: _writing(staging) or (not trial.running() and "ended"), 240, 0.05)
-        time.sleep(rng.uniform(0.2, 2.0))
+        started = (lambda: _writing(staging)) if staging is not None else (
+            lambda: _reached(progress, "before_write", try_number))  # fmt: skip
+        landed = wait_until(where, lambda: started() or (not trial.running() and "ended"), 240, 0.05)
+        time.sleep(rng.uniform(0.2, 2.0) if staging is not None else rng.uniform(0.5, 3.0))
     else:
         where = f"the try to reach {fault.point}"
         landed = wait_until(
@@ -173,13 +218,14 @@ def _act(fault: Fault, trial: Trial, progress: Path, staging: Path, target: str,
     return True
 
 
-def test_soak_run(run_seed, stack, spark, database, tmp_path, metastore):
-    schedule = schedule_for(run_seed)
+def test_soak_run(run_seed, stack, spark, database, tmp_path, metastore, format_readers, monkeypatch):
+    schedule = schedule_for(run_seed, FORMATS)
     rng = random.Random(run_seed)
-    print(f"soak run {schedule}; replay: bash scripts/soak.sh --replay {run_seed}")
-    target = f"{database}.soak_{run_seed}"
+    print(f"soak run {schedule}; replay: {REPLAY} {run_seed}")
+    table = soak_table(spark, database, f"soak_{run_seed}", format_readers(schedule.table_format))
+    target = table.name
     dag_id, run_id = f"soak_{run_seed}", f"soak__{run_seed}"
-    _seed_target(schedule, spark, target)
+    _seed_target(schedule, spark, table)
     make_dag(
         dag_id,
         retries=len(schedule.faults) + 1,
@@ -189,21 +235,27 @@ def test_soak_run(run_seed, stack, spark, database, tmp_path, metastore):
         partition_by=["p"] if schedule.mode == "overwrite_partitions" else [],
         sql=_sql(schedule),
         durable=schedule.durable,
+        conf=_task_conf(schedule.table_format, metastore, monkeypatch),
+        table_format=schedule.table_format,
         operator_extra=(
-            f", execution_timeout=datetime.timedelta(seconds={TIMEOUT_SECONDS})"
+            f", execution_timeout=datetime.timedelta(seconds={TIMEOUT_SECONDS[schedule.table_format]})"
             if any(f.kind == "timeout" for f in schedule.faults)
             else ""
         ),
     )
     dag_file, progress = DAGS_FOLDER / f"{dag_id}.py", tmp_path / "progress"
     txn_tag = TransactionKey(dag_id, "ctas", run_id).txn_id[:16]
-    reader = Reader(spark, target).start()
+    reader = table.watch()
     started, problems, tries, after_commit_publishes, succeeded = time.monotonic(), list[str](), list[str](), 0, False
     for try_number, fault in enumerate(schedule.faults, 1):
-        staging = database_dir(spark, database) / f"__ctas_{txn_tag}_s{try_number}"
-        before = _rows(spark, target)
+        staging = (
+            database_dir(spark, database) / f"__ctas_{txn_tag}_s{try_number}"
+            if table.table_format == "parquet"
+            else None
+        )
+        before = table.rows()
         release = tmp_path / f"release{try_number}"
-        faults = {"progress_file": str(progress), **_fault_spec(fault, try_number, release)}
+        faults = {"progress_file": str(progress), **_fault_spec(fault, try_number, release, table.table_format)}
         trial = Trial(dag_file, dag_id, run_id, tmp_path / f"try{try_number}.log", faults).start()
         landed = _act(fault, trial, progress, staging, target, metastore, try_number, rng)
         if fault.kind == "clear":
@@ -221,7 +273,7 @@ def test_soak_run(run_seed, stack, spark, database, tmp_path, metastore):
         if state == "success":  # the try survived its fault (a metastore back in time): the run is done
             succeeded = True
             break
-        published = _rows(spark, target) == NEW_ROWS and before != NEW_ROWS  # not an earlier try's
+        published = table.rows() == NEW_ROWS and before != NEW_ROWS  # not an earlier try's
         after_commit_publishes += published and after_commit(fault)
         problems += _failed_try_problems(xcom_value(dag_id, run_id, "ctas_transaction"), try_number, fault, published)
     if not succeeded:
@@ -229,12 +281,13 @@ def test_soak_run(run_seed, stack, spark, database, tmp_path, metastore):
         tries.append(f"no fault: {state}")
         succeeded = state == "success"
     values = reader.stop()
-    final, window = _final_problems(spark, database, target, succeeded, values, schedule, tmp_path)
+    final, window = _final_problems(table, succeeded, values, schedule, tmp_path)
     problems += final
     record_run(
         {
             "seed": run_seed,
             "schedule": str(schedule),
+            "format": schedule.table_format,
             "mode": schedule.mode,
             "durable": schedule.durable,
             "faults": [str(f) for f in schedule.faults],
@@ -246,7 +299,7 @@ def test_soak_run(run_seed, stack, spark, database, tmp_path, metastore):
             "seconds": round(time.monotonic() - started),
         }
     )
-    assert not problems, f"soak run {schedule}: {'; '.join(problems)}; replay: bash scripts/soak.sh --replay {run_seed}"
+    assert not problems, f"soak run {schedule}: {'; '.join(problems)}; replay: {REPLAY} {run_seed}"
 
 
 def _clear(trial: Trial, point: str, landed: bool, release: Path, progress: Path, try_number: int, rng: random.Random,
@@ -284,17 +337,20 @@ def in_fence_window(schedule: Schedule) -> bool:
     """A driver held between its last ownership check and its flip or partition switch while its
     staging can be removed under it (a cleared try's, by the next try; a timed-out try's, by its own
     abort): README's fencing limit, where readers may see the table empty until the driver switches
-    back. Counted on its own, as the after-commit window is."""
-    return schedule.mode in ("replace", "overwrite_partitions") and any(
-        f.kind in ("clear", "timeout") and f.point == "publish_checked" for f in schedule.faults
+    back. Counted on its own, as the after-commit window is. Iceberg and Delta tables are not exposed:
+    their catalog refuses a superseded commit."""
+    return (
+        schedule.table_format == "parquet"
+        and schedule.mode in ("replace", "overwrite_partitions")
+        and any(f.kind in ("clear", "timeout") and f.point == "publish_checked" for f in schedule.faults)
     )
 
 
-def _final_problems(spark: Any, database: str, target: str, succeeded: bool, values: list[Any], schedule: Schedule,
+def _final_problems(table: SoakTable, succeeded: bool, values: list[Any], schedule: Schedule,
                     logs: Path) -> tuple[list[str], str | None]:  # fmt: skip
     """The run's problems, and what a reader saw in README's fencing window (``in_fence_window``)."""
     problems, window = [], None
-    rows, left = _rows(spark, target), leftovers(spark, database)
+    rows, left = table.rows(), table.leftovers()
     if not succeeded:
         problems.append(f"the last try did not succeed (logs in {logs})")
     if rows != NEW_ROWS:
@@ -307,10 +363,3 @@ def _final_problems(spark: Any, database: str, target: str, succeeded: bool, val
         else:
             problems.append(f"a reader saw {seen}")
     return problems, window
-
-
-def _rows(spark: Any, target: str) -> int | str:
-    try:
-        return int(fresh(spark).table(target).count())
-    except Exception as exc:
-        return type(exc).__name__

@@ -28,6 +28,7 @@ def write_report(shared: Path) -> None:
     failed = [r for r in runs if r["problems"]]
     faults = Counter(f.split("@")[0] for r in runs for f in r["faults"])
     modes = Counter(r["mode"] for r in runs)
+    formats = Counter(r.get("format", "parquet") for r in runs)
     after_commit = sum(r["after_commit"] for r in runs)
     windowed = [r for r in runs if r.get("fence_window")]
     seconds = [r["seconds"] for r in runs]
@@ -42,8 +43,9 @@ def write_report(shared: Path) -> None:
         "the driver, a failing query, a metastore restart, the task's `execution_timeout`; at a phase's point,",
         "while the driver waits for the decision, or in the middle of the write), or the task instance cleared",
         "while a try is held (its next try runs beside it, and the held try must not publish), then one try",
-        "without a fault, with a reader polling the target throughout. `bash scripts/soak.sh --replay SEED`",
-        "runs one again.",
+        "without a fault, with a reader polling the target throughout. The table is a file-format one in",
+        "Spark's session catalog, or with `--formats`, an Iceberg table (Hive-metastore catalog) or a Delta",
+        "table, their drivers on Spark 4.1. `bash scripts/soak.sh --replay SEED` runs one again.",
         "",
         f"Run on {stamp} UTC at commit {commit}, {platform.node()} ({os.cpu_count()} CPUs): **{len(runs)} runs, "
         f"{len(runs) - len(failed)} kept every invariant, {len(failed)} broke one**; {after_commit} tries that "
@@ -53,6 +55,7 @@ def write_report(shared: Path) -> None:
         "",
         "| | |",
         "|---|---|",
+        f"| tables | {', '.join(f'{t} {n}' for t, n in sorted(formats.items()))} |",
         f"| modes | {', '.join(f'{m} {n}' for m, n in sorted(modes.items()))} |",
         f"| durable | {sum(r['durable'] for r in runs)} of {len(runs)} runs |",
         f"| faults | {', '.join(f'{k} {n}' for k, n in sorted(faults.items()))} |",

@@ -141,8 +141,14 @@ class TablePoller:
     which try wrote what it sees. A read starts every ``interval`` seconds, paced as ``Reader``'s
     (``reading_pause``)."""
 
-    def __init__(self, reader: TableReader, table: str, interval: float = 1.2) -> None:
+    def __init__(self, reader: TableReader, table: str, interval: float = 1.2, rows_only: bool = False) -> None:
+        """``rows_only``: read the row count alone (a table without ``written_by_try``)."""
         self.reader, self.table, self.interval = reader, table, interval
+        self.sql = (
+            f"SELECT count(*) FROM {table}"
+            if rows_only
+            else f"SELECT concat(count(*), ':', coalesce(max(written_by_try), '-')) FROM {table}"
+        )
         self.seen: list[Any] = []
         self.unavailable: list[str] = []
         """The error of each read classified ``unavailable``, so a failure can say what it was."""
@@ -150,11 +156,10 @@ class TablePoller:
         self._thread = threading.Thread(target=self._run, daemon=True)
 
     def _run(self) -> None:
-        sql = f"SELECT concat(count(*), ':', coalesce(max(written_by_try), '-')) FROM {self.table}"
         while not self._stop.is_set():
             started = time.monotonic()
             try:
-                self.seen.append(self.reader.value(sql))
+                self.seen.append(self.reader.value(self.sql))
             except AssertionError as exc:
                 self.seen.append(classify_read_error(exc))
                 if self.seen[-1] == "unavailable":
@@ -166,11 +171,19 @@ class TablePoller:
         problem = check_observations(self.seen, allowed, new)
         return f"{problem} (unavailable: {self.unavailable})" if problem and self.unavailable else problem
 
-    def __enter__(self) -> TablePoller:
+    def start(self) -> TablePoller:
         self._thread.start()
         return self
 
-    def __exit__(self, *_: object) -> None:
+    def stop(self) -> list[Any]:
+        """Stops after one more read's time; what it saw."""
         time.sleep(0.5)
         self._stop.set()
         self._thread.join(timeout=60)
+        return self.seen
+
+    def __enter__(self) -> TablePoller:
+        return self.start()
+
+    def __exit__(self, *_: object) -> None:
+        self.stop()

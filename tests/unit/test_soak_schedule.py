@@ -4,7 +4,19 @@ from __future__ import annotations
 
 import pytest
 
-from tests.soak.schedule import DRIVER_POINTS, KINDS, MID_WRITE, MODE_POINTS, MODES, TASK_POINT, run_seeds, schedule_for
+from tests.soak.schedule import (
+    DRIVER_POINTS,
+    FORMAT_MODES,
+    FORMATS,
+    KINDS,
+    MID_WRITE,
+    MODES,
+    TASK_POINT,
+    formats_from,
+    mode_points,
+    run_seeds,
+    schedule_for,
+)
 
 pytestmark = pytest.mark.unit
 
@@ -21,8 +33,31 @@ def test_every_fault_is_drawn_and_lands_where_its_mode_reaches():
     assert {f.kind for s in schedules for f in s.faults} == set(KINDS)
     assert {s.durable for s in schedules} == {True, False}
     for schedule in schedules:
-        reachable = {*DRIVER_POINTS, *MODE_POINTS.get(schedule.mode, ()), TASK_POINT, MID_WRITE, ""}
+        reachable = {*DRIVER_POINTS, *mode_points("parquet", schedule.mode), TASK_POINT, MID_WRITE, ""}
         assert {f.point for f in schedule.faults} <= reachable, schedule
         assert schedule.slow == any(f.point == MID_WRITE for f in schedule.faults)
         assert all(f.kind != "clear" for f in schedule.faults[:-1]), "a clear's next try is the run's last"
         assert str(schedule).startswith(f"seed {schedule.seed}: {schedule.mode}")
+
+
+def test_a_soak_of_several_formats_draws_each_and_keeps_a_seed_s_file_format_run():
+    schedules = [schedule_for(seed, FORMATS) for seed in run_seeds(3, 300)]
+    assert {s.table_format for s in schedules} == set(FORMATS)
+    for schedule in schedules:
+        if schedule.table_format == "parquet":  # the same run as in a soak of file-format tables alone
+            assert schedule == schedule_for(schedule.seed)
+            continue
+        assert schedule.mode in FORMAT_MODES, "no swap: a format's replace is one commit"
+        reachable = {*DRIVER_POINTS, *mode_points(schedule.table_format, schedule.mode), TASK_POINT, MID_WRITE, ""}
+        assert {f.point for f in schedule.faults} <= reachable, schedule
+        assert str(schedule).startswith(f"seed {schedule.seed}: {schedule.table_format} {schedule.mode}")
+    assert {f.kind for s in schedules if s.table_format == "iceberg" for f in s.faults} == set(KINDS)
+    assert "publish_checked" in {f.point for s in schedules if s.table_format == "iceberg" for f in s.faults}
+    assert schedule_for(5, ("delta",)).table_format == "delta"
+
+
+def test_soak_formats_are_named_ones():
+    assert formats_from("iceberg, delta,iceberg") == ("iceberg", "delta")
+    for text in ("", "hudi", "parquet,orc"):
+        with pytest.raises(ValueError, match="soak formats are some of parquet, iceberg, delta"):
+            formats_from(text)

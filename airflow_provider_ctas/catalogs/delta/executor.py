@@ -52,6 +52,7 @@ class DeltaExecutor(PhaseExecutor[DeltaTable, DeltaPlan]):
 
     def begin(self, report: PhaseReport) -> None:
         self.plan = begin(self.run_, report, checks=bool(self.checks))
+        self.fault("after_begin")
 
     def audit_target(self) -> AuditTarget:
         plan = self.planned()

@@ -64,6 +64,7 @@ class IcebergExecutor(PhaseExecutor[IcebergTable, IcebergPlan]):
         adopted = self.plan.adopted if self.plan is not None else None
         if adopted is not None:
             self.staged = Staged(adopted.snapshot_id, adopted.record.row_count)
+        self.fault("after_begin")
 
     def keep_for_next_try(self, digest: str) -> str:
         return durable.keep(self.run_, self.planned(), self._prepared(), digest, self.audit_results)
