@@ -13,7 +13,7 @@ from typing import TYPE_CHECKING, Protocol, TypeVar
 
 from airflow_provider_ctas.core import markers
 from airflow_provider_ctas.core.details import Details
-from airflow_provider_ctas.core.errors import PublishError, TargetExistsError
+from airflow_provider_ctas.core.errors import FencedError, PublishError, TargetExistsError
 from airflow_provider_ctas.core.modes import Mode
 from airflow_provider_ctas.core.transaction import Outcome
 
@@ -48,6 +48,8 @@ class ModalTable(Protocol):
     def mode(self) -> Mode: ...
     @property
     def last_committed_try(self) -> int | None: ...
+    @property
+    def try_number(self) -> int: ...
 
 
 def nothing_to_do(
@@ -79,9 +81,16 @@ def nothing_to_do(
 
 def after_lost_race(table: ModalTable, props: Mapping[str, str], progress: Progress, details: Details) -> None:
     """The rename found the target created meanwhile (``props`` are its properties): an earlier try
-    of this transaction, a create_if_not_exists that may skip, or another writer."""
+    of this transaction, a newer one (this try is superseded: a clear while it waited to publish),
+    a create_if_not_exists that may skip, or another writer."""
     if markers.owned_by(props, table.txn_id):
-        details["published_by_try"] = markers.marker_try(props)
+        published_by = markers.marker_try(props)
+        if published_by is not None and published_by > table.try_number:
+            raise FencedError(
+                f"try {published_by} of this task instance published {table.target} while try "
+                f"{table.try_number} waited to publish; this try published nothing"
+            )
+        details["published_by_try"] = published_by
         progress.publish(Outcome.ALREADY_PUBLISHED)
     elif table.mode is Mode.CREATE_IF_NOT_EXISTS:
         progress.publish(Outcome.TARGET_EXISTS)

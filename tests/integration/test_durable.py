@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import os
 import signal
+import threading
 import uuid
 from typing import Any
 
@@ -65,10 +66,12 @@ class Tries:
         table.begin(try_number, "2026-11-28T00:00:00+00:00")
         return table
 
-    def executor(self, try_number: int, *, sql: str | None = None) -> SessionCatalogExecutor:
+    def executor(
+        self, try_number: int, *, sql: str | None = None, faults: dict[str, Any] | None = None
+    ) -> SessionCatalogExecutor:
         table, sql = self.table(try_number), sql or self.sql
         digest = digest_of(sql, {"target": str(table.target), **table.spec_to_dict()}, [], {})
-        request = PhaseRequest(phases=RUN_PHASES, table=table.to_dict(), sql=sql, durable=digest)
+        request = PhaseRequest(phases=RUN_PHASES, table=table.to_dict(), sql=sql, durable=digest, faults=faults or {})
         return SessionCatalogExecutor(self.spark, table, request, QuietReporter())
 
 
@@ -129,6 +132,51 @@ def test_the_next_try_adopts_the_prepared_staging_and_of_two_adopters_only_the_n
     assert leftovers(spark, database) == []
     if case in ("replace-flip", "replace-swap"):  # published where try 1 wrote it
         assert location_uri(spark, target).rstrip("/").endswith("_s1")
+
+
+@pytest.mark.parametrize("resumes", ["after the newer try published", "before the newer try publishes"])
+def test_a_try_held_past_its_commit_check_while_a_newer_try_adopts_its_staging_publishes_nothing(
+    resumes, spark, database, tmp_path
+):
+    """The chaos soak's seed 1223369283: a durable create's try 1 passed commit's check of its
+    staging and was held at before_publish while its task instance was cleared; try 2 took the
+    staging over and published it; try 1, released, reported the table published by itself
+    (already_published) and succeeded. A superseded try must fail FENCED: if it resumes before the
+    newer try publishes, its rename would publish a staging it no longer holds."""
+    target = f"{database}.t_held_{'after' if resumes.startswith('after') else 'before'}"
+    source = _source(spark, database, f"src_held_{target.rsplit('_', 1)[1]}")
+    tries = Tries(spark, target, f"SELECT id, p FROM {source}", mode="create")
+    progress, release = tmp_path / "progress", tmp_path / "release"
+    first = tries.executor(
+        1, faults={"progress_file": str(progress), "before_publish": {"wait_for": str(release), "only_try": 1}}
+    )
+    _run(first, "begin", "prepare")
+    first.keep_for_next_try(first.ctx.request.durable or "")
+    failures: list[BaseException] = []
+
+    def commit() -> None:
+        try:
+            _run(first, "commit")
+        except BaseException as exc:
+            failures.append(exc)
+
+    held = threading.Thread(target=commit)
+    held.start()
+    wait_for_line(progress, "before_publish try=1", timeout=120)  # past commit's check of its staging
+    second = tries.executor(2)
+    _run(second, "begin", "prepare")
+    assert second.ctx.adopted is not None, "try 2 takes try 1's staging over"
+    if resumes.startswith("after"):
+        _run(second, "commit")
+    release.touch()
+    held.join(timeout=120)
+    if not resumes.startswith("after"):
+        _run(second, "commit")
+
+    assert [type(f) for f in failures] == [FencedError], failures
+    assert not first.published and second.published
+    assert count(spark, target) == SOURCE_ROWS
+    assert leftovers(spark, database) == []
 
 
 def test_a_changed_query_is_run_again_and_the_earlier_staging_removed(spark, database):

@@ -1,5 +1,10 @@
 """A new target: ``ALTER TABLE staging RENAME TO target`` (the metastore moves the managed
-directory and renames the table in one call)."""
+directory and renames the table in one call).
+
+Fencing: a newer try's begin drops an older try's staging table, so the older try's rename fails.
+With ``durable=True`` the newer try may take the staging table over instead (its markers then name
+the newer try): the rename is then checked right before it is sent, and a rename that fails because
+the staging is no longer this try's is that fence, never a race lost to another writer."""
 
 from __future__ import annotations
 
@@ -9,8 +14,9 @@ from airflow_provider_ctas.catalogs.existing_target import appeared
 from airflow_provider_ctas.catalogs.metastore import ownership
 from airflow_provider_ctas.catalogs.session_catalog.context import RunContext
 from airflow_provider_ctas.catalogs.session_catalog.plan import Publish, partition_names
+from airflow_provider_ctas.catalogs.session_catalog.publish.fence import require_own_staging, still_own_staging
 from airflow_provider_ctas.catalogs.session_catalog.publish.request import Publication, applied, renamed_in
-from airflow_provider_ctas.core.errors import LeftoverError, PublishError, TargetExistsError
+from airflow_provider_ctas.core.errors import FencedError, LeftoverError, PublishError, TargetExistsError
 from airflow_provider_ctas.core.modes import Mode
 from airflow_provider_ctas.core.protocol import PhaseReport
 from airflow_provider_ctas.core.transaction import Outcome
@@ -20,21 +26,23 @@ from airflow_provider_ctas.spark.errors import error_condition, first_line
 def publish_by_rename(ctx: RunContext, pub: Publication) -> None:
     staging, provenance, report = pub.staging, pub.provenance, pub.report
     target = ctx.table.target
-    ctx.catalog.set_properties(staging, provenance)  # carried over by the rename, atomically
-    # overwrite_partitions' first run: the partitions it publishes are all the new table has.
-    partitions = (
-        partition_names(ctx.table.partition_by, ctx.catalog.partitions(staging, list(ctx.table.partition_by)))
-        if ctx.table.mode is Mode.OVERWRITE_PARTITIONS
-        else []
-    )
+    if ctx.request.durable:  # a newer try may have taken this staging over since commit's check
+        require_own_staging(ctx)
+    partitions: list[str] = []
     started = time.monotonic()
-    try:
+    try:  # the staging's calls too: one that fails because the staging is gone is the fence
+        ctx.catalog.set_properties(staging, provenance)  # carried over by the rename, atomically
+        if ctx.table.mode is Mode.OVERWRITE_PARTITIONS:  # its first run: all the new table has
+            found = ctx.catalog.partitions(staging, list(ctx.table.partition_by))
+            partitions = partition_names(ctx.table.partition_by, found)
         ctx.fault("publish_before_rename")
         ctx.catalog.rename(staging, target)
     except Exception as exc:
         if applied(ctx, f"renaming {staging} to {target}", exc, lambda: renamed_in(ctx, staging)):
             _published(ctx, pub, partitions, time.monotonic() - started)
             return
+        if not still_own_staging(ctx):
+            raise superseded(ctx) from exc
         # A concurrent creator that wins the rename shows up as TABLE_OR_VIEW_ALREADY_EXISTS, as
         # LOCATION_ALREADY_EXISTS (its directory moved, its metastore commit not yet visible) or as
         # the metastore's own "new table ... already exists": all three are a lost race once the
@@ -64,6 +72,13 @@ def _published(ctx: RunContext, pub: Publication, partitions: list[str], seconds
     pub.report.touched.append(f"{staging} -> {target} (renamed in {seconds:.3f}s, {kind})")
 
 
+def superseded(ctx: RunContext) -> FencedError:
+    return FencedError(
+        f"the staging of try {ctx.table.try_number} ({ctx.staging_table}) was dropped or taken over by a newer "
+        "try of this task instance while this one waited to publish; this try published nothing"
+    )
+
+
 def target_appeared(ctx: RunContext) -> bool:
     """Whether the target exists, waiting briefly for a concurrent rename's metastore commit."""
     return appeared(lambda: ctx.catalog.table_info(ctx.table.target)) is not None
@@ -81,6 +96,8 @@ def lost_race(ctx: RunContext, report: PhaseReport) -> None:
     published_try = ctx.published_try(info) if info is not None else None
     if ctx.table.mode is Mode.OVERWRITE_PARTITIONS and info is not None and published_try is None:
         raise TargetCreatedMeanwhile(f"{target} was created by a concurrent run while this one was creating it")
+    if published_try is not None and published_try > ctx.table.try_number:
+        raise superseded(ctx)
     ctx.catalog.drop(staging)
     report.touched.append(f"{staging} (dropped: target already exists)")
     if published_try is not None:
