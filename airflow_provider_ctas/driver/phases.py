@@ -49,7 +49,7 @@ def run_phases(spark: SparkSession, request: PhaseRequest, log: Reporter) -> Pha
     label = f"{table.target} (transaction {table.txn_id}, try {table.try_number})"
     link = _link(spark, request, table, log)
     try:
-        _run_each(executor, table, request, result, label, link, log)
+        _run_each(executor, table, request, result, label, link, log, spark)
         result.ok = result.error is None
         result.reached = Reached.ABORTED if result.cleaned_up else executor.reached
         result.outcome = executor.outcome
@@ -95,6 +95,7 @@ def _run_each(
     label: str,
     link: CoordinatorLink | None,
     log: Reporter,
+    spark: SparkSession,
 ) -> None:
     for phase in request.phases:
         if executor.nothing_to_do:
@@ -122,7 +123,7 @@ def _run_each(
                 error = CoordinatorLostError(f"{phase} stopped: {link.lost}; nothing was published")
             result.error = error_info(error.code, str(error), phase)
             log.warning(f"{phase}: failed after {report.seconds:.2f}s: {error}")
-            result.cleaned_up = _after_failure(phase, result, link, executor, log)
+            result.cleaned_up = _after_failure(phase, result, link, executor, log, spark)
             return
         report.seconds = round(time.monotonic() - started, 3)
         result.phases.append(report)
@@ -133,7 +134,12 @@ def _run_each(
 
 
 def _after_failure(
-    phase: str, result: PhaseResult, link: CoordinatorLink | None, executor: Executor, log: Reporter
+    phase: str,
+    result: PhaseResult,
+    link: CoordinatorLink | None,
+    executor: Executor,
+    log: Reporter,
+    spark: SparkSession,
 ) -> bool:
     """Clean up this try's staging in the driver (True when done), unless it was published, this
     was the abort itself, or it stays for the next try."""
@@ -141,7 +147,7 @@ def _after_failure(
         log.warning("commit: the task is lost; the prepared staging stays for the next try (durable=True)")
         return False
     if phase != "abort" and not executor.published:
-        return _abort_in_driver(executor, log)
+        return _abort_in_driver(executor, log, spark)
     return False
 
 
@@ -172,9 +178,11 @@ def _kept_for_next_try(phase: str, result: PhaseResult, link: CoordinatorLink | 
     )
 
 
-def _abort_in_driver(executor: Executor, log: Reporter) -> bool:
+def _abort_in_driver(executor: Executor, log: Reporter, spark: SparkSession) -> bool:
     started = time.monotonic()
     try:
+        if running := engine_for(spark).settle():
+            log.warning(f"abort: {running} task(s) of the failed job still run; cleaning up all the same")
         touched = executor.clean_up_this_try()
     except Exception as exc:  # noqa: BLE001 - an abort run (or GC) cleans up instead; the failure stays the first error
         log.warning(f"abort: could not clean up in the driver ({first_line(exc)}); an abort run will")

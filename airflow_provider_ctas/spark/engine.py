@@ -93,6 +93,10 @@ OBSERVED_VIEW = "__airflow_ctas_written__"
 """The observed query an ``INSERT INTO ... BY NAME`` reads (``insert_observed``)."""
 
 
+SETTLE_SECONDS = 30.0
+"""How long a clean-up after a failure waits for the failed job's tasks to end."""
+
+
 class ClassicEngine:
     def __init__(self, spark: SparkSession) -> None:
         self.spark = spark
@@ -102,6 +106,22 @@ class ClassicEngine:
 
     def start(self) -> None:
         self.spark.sparkContext.setJobGroup(JOB_GROUP, "airflow-provider-ctas")
+
+    def settle(self, timeout: float = SETTLE_SECONDS) -> int:
+        """Cancel this session's jobs and wait until none of their tasks runs (at most ``timeout``
+        seconds); the tasks still running. A write's error reaches the driver while the failed
+        job's other tasks may still be writing: a Delta write's tasks open their files in the
+        table's directory, so a clean-up that removed the staging first found that directory made
+        again, without its log (the chaos soak, seed 2075394856)."""
+        context = self.spark.sparkContext
+        context.cancelAllJobs()
+        tracker = context._jsc.sc().statusTracker()
+        deadline = time.monotonic() + timeout
+        while (running := sum(info.numRunningTasks() for info in tracker.getExecutorInfos())) > 0:
+            if time.monotonic() >= deadline:
+                break
+            time.sleep(0.1)
+        return int(running)
 
     def input_tables(self, frame: DataFrame) -> list[str | dict[str, str]] | None:
         """Every catalog table the analysed query reads: ``database.table`` for the session
@@ -369,6 +389,11 @@ class ConnectEngine:
 
     def start(self) -> None:
         """Nothing: the runner tags the session's operations itself, to interrupt them."""
+
+    def settle(self, timeout: float = 0.0) -> int:
+        """Nothing to wait for here: the Connect runner interrupts the session's operations itself
+        before it cleans up."""
+        return 0
 
     def input_tables(self, frame: DataFrame) -> list[str | dict[str, str]] | None:
         """Unknown: a Connect client sees no analysed plan (lineage parses the SQL instead)."""

@@ -21,6 +21,7 @@ from airflow_provider_ctas.core.transaction import TransactionKey
 from airflow_provider_ctas.runners.coordinator import CommitCoordinator
 from airflow_provider_ctas.runners.spark_connect import SparkConnectRunner
 from airflow_provider_ctas.runners.spark_submit import SparkSubmitRunner
+from airflow_provider_ctas.spark.engine import ClassicEngine
 from tests.support.catalog import (
     count,
     database_dir,
@@ -375,3 +376,38 @@ def test_a_replaced_version_stays_readable_for_sessions_that_cached_it(stack, sp
     assert not second_dir.exists()
     assert count(spark, target) == 30
     assert leftovers(spark, database) == []
+
+
+def test_a_clean_up_after_a_failure_first_waits_for_the_failed_job_s_tasks(spark):
+    """A write's error reaches the driver while the failed job's other tasks may still run and
+    write: the chaos soak (seed 2075394856) found a Delta try whose failed query's tasks made its
+    staging directory again after its abort had dropped the staging table, left without a log for
+    every later try and GC. The driver's clean-up after a failure now cancels the session's jobs
+    and waits until none of their tasks runs."""
+    context = spark.sparkContext
+    tracker = context._jsc.sc().statusTracker()
+
+    def running() -> int:
+        return int(sum(info.numRunningTasks() for info in tracker.getExecutorInfos()))
+
+    failed: list[BaseException] = []
+
+    def slow_job() -> None:
+        try:
+            # A millisecond a row: a task stops at its next check for a kill, as a write's task does.
+            sleep = "reflect('java.lang.Thread', 'sleep', CAST(1 AS BIGINT))"
+            spark.range(0, 1_000_000, 1, 4).selectExpr(sleep).collect()
+        except BaseException as exc:
+            failed.append(exc)
+
+    job = threading.Thread(target=slow_job)
+    job.start()
+    deadline = time.monotonic() + 120
+    while running() == 0 and time.monotonic() < deadline:
+        time.sleep(0.1)
+    assert running() > 0, "the job's tasks run"
+    started = time.monotonic()
+    assert ClassicEngine(spark).settle(timeout=60) == 0
+    assert running() == 0 and time.monotonic() - started < 60, "cancelled, not waited out"
+    job.join(timeout=60)
+    assert failed and "cancel" in str(failed[0]).lower(), failed
