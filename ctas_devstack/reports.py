@@ -100,8 +100,15 @@ DURABLE = Kind(
 )
 SOAK = Kind(
     "soak",
-    ("run (UTC)", "commit", "runs", "broke an invariant", "published by a failed try after its commit decision"),
-    "Published runs of the chaos soak (tests/soak/test_soak.py): the commit a run tested.",
+    (
+        "run (UTC)",
+        "commit",
+        "runs (tables)",
+        "broke an invariant",
+        "published by a failed try after its commit decision",
+    ),
+    "Published runs of the chaos soak (tests/soak/test_soak.py): the commit a run tested; runs before"
+    " 2026-11-30 were all of file-format tables.",
 )
 METASTORE_CALLS = Kind(
     "metastore-calls",

@@ -20,7 +20,8 @@ def record_run(result: dict[str, Any]) -> None:
     record("soak", str(result["seed"]), result)
 
 
-def write_report(shared: Path) -> None:
+def write_report(shared: Path, tested: str | None = None) -> None:
+    """``tested``: the commit the runs tested, when they ran in another checkout than this one."""
     files = sorted((shared / "soak").glob("*.json")) if (shared / "soak").exists() else []
     runs = [json.loads(path.read_text()) for path in files]
     if not runs:
@@ -29,11 +30,12 @@ def write_report(shared: Path) -> None:
     faults = Counter(f.split("@")[0] for r in runs for f in r["faults"])
     modes = Counter(r["mode"] for r in runs)
     formats = Counter(r.get("format", "parquet") for r in runs)
+    tables = ", ".join(f"{t} {n}" for t, n in sorted(formats.items()))
     after_commit = sum(r["after_commit"] for r in runs)
     windowed = [r for r in runs if r.get("fence_window")]
     seconds = [r["seconds"] for r in runs]
     endings = Counter(_ending(entry) for r in runs for entry in r["tries"])
-    stamp, commit = reports.stamp(), reports.commit("airflow_provider_ctas", "tests")
+    stamp, commit = reports.stamp(), tested or reports.commit("airflow_provider_ctas", "tests")
     lines = [
         "# Chaos soak",
         "",
@@ -55,7 +57,7 @@ def write_report(shared: Path) -> None:
         "",
         "| | |",
         "|---|---|",
-        f"| tables | {', '.join(f'{t} {n}' for t, n in sorted(formats.items()))} |",
+        f"| tables | {tables} |",
         f"| modes | {', '.join(f'{m} {n}' for m, n in sorted(modes.items()))} |",
         f"| durable | {sum(r['durable'] for r in runs)} of {len(runs)} runs |",
         f"| faults | {', '.join(f'{k} {n}' for k, n in sorted(faults.items()))} |",
@@ -79,7 +81,7 @@ def write_report(shared: Path) -> None:
             row = [r["seed"], r["schedule"], "<br>".join(r["tries"]), "<br>".join(r["problems"])]
             lines.append("| " + " | ".join(str(c).replace("|", "/") for c in row) + " |")
         lines.append("")
-    cells = [stamp, commit, str(len(runs)), str(len(failed)), str(after_commit)]
+    cells = [stamp, commit, f"{len(runs)} ({tables})", str(len(failed)), str(after_commit)]
     lines.append(reports.marker(reports.SOAK, cells))
     reports.SOAK.report.parent.mkdir(parents=True, exist_ok=True)
     reports.SOAK.report.write_text("\n".join(lines) + "\n")
