@@ -90,3 +90,62 @@ def test_a_partition_switch_undone_after_a_newer_try_published_restores_the_newe
 
     assert len(failures) == 1 and isinstance(failures[0], FencedError), failures
     assert count(spark, target) == 50, "the newer try's publish stands"
+
+
+def test_a_partition_switch_undone_after_a_newer_try_switched_it_again_keeps_the_newer_version(
+    spark, database, tmp_path: Path
+):
+    """The chaos soak's seed 611251585: a cleared try released at ``publish_checked`` switched its
+    partitions; a newer try switched them again before this try's re-check; the re-check found this
+    try revoked, and its switch back put the partitions it had replaced back, over the newer try's
+    (the table held 350 of 400 rows, two partitions old). Made deterministic: held right after its
+    switch, a newer version is switched in; released, the switch back leaves it standing."""
+    target = f"{database}.reswitched_parts"
+    spark.sql(f"CREATE TABLE {target} USING parquet PARTITIONED BY (ds) AS SELECT id, 'a' AS ds FROM range(3)")
+    flag, progress = tmp_path / "go", tmp_path / "progress"
+    executor = executor_for(
+        spark, target, "SELECT id, 'a' AS ds FROM range(7)", mode="overwrite_partitions", partition_by=["ds"],
+        faults={"publish_between_partitions": {"wait_for": str(flag)}, "progress_file": str(progress)},
+    )  # fmt: skip
+    newer = tmp_path / "newer_try" / "ds=a"
+    with held_at(executor, "publish_between_partitions", flag, progress) as failures:
+        assert "publish_between_partitions" in progress.read_text()
+        assert count(spark, target) == 7, "this try's switch is in"
+        client = CatalogClient(fresh(spark))
+        location = executor.ctx.staging_directory or ""
+        marker = client.read_marker(location)
+        assert marker is not None
+        client.fs.write_text(f"{location}/{markers.MARKER_FILE}", dataclasses.replace(marker, revoked_by=2).to_json())
+        spark.range(50).write.parquet(str(newer))
+        spark.sql(f"ALTER TABLE {target} PARTITION (ds = 'a') SET LOCATION '{newer}'")  # a path: no %3D
+        assert count(spark, target) == 50
+
+    assert len(failures) == 1 and isinstance(failures[0], FencedError), failures
+    assert count(spark, target) == 50, "the newer try's switch stands"
+
+
+def test_a_flip_undone_after_a_newer_try_flipped_the_table_again_keeps_the_newer_version(
+    spark, database, tmp_path: Path
+):
+    """As the partition switch's case above, for a flip: held right after its location change, a
+    newer try revokes this one and flips the table again; released, this try's undo leaves it."""
+    target = f"{database}.reflipped"
+    spark.sql(f"CREATE TABLE {target} USING parquet AS SELECT id FROM range(3)")
+    flag, progress = tmp_path / "go", tmp_path / "progress"
+    executor = _replace(
+        spark, target, {"after_location_change": {"wait_for": str(flag)}, "progress_file": str(progress)}
+    )
+    newer = tmp_path / "newer_try"
+    with held_at(executor, "after_location_change", flag, progress) as failures:
+        assert count(spark, target) == 7, "this try's flip is in"
+        client = CatalogClient(fresh(spark))
+        location = executor.ctx.staging_directory or ""
+        marker = client.read_marker(location)
+        assert marker is not None
+        client.fs.write_text(f"{location}/{markers.MARKER_FILE}", dataclasses.replace(marker, revoked_by=2).to_json())
+        spark.range(50).write.parquet(str(newer))
+        spark.sql(f"ALTER TABLE {target} SET LOCATION '{newer}'")
+        assert count(spark, target) == 50
+
+    assert len(failures) == 1 and isinstance(failures[0], FencedError), failures
+    assert count(spark, target) == 50, "the newer try's flip stands"

@@ -43,10 +43,10 @@ def publish_by_flip(ctx: RunContext, pub: Publication) -> None:
     try:
         ours = still_own_staging(ctx)
     except Exception as exc:  # e.g. storage unavailable: unconfirmed is not ours; this try fails unpublished
-        undo()
+        _undo_unless_flipped_again(ctx, undo, new_location)
         raise PublishError(f"could not re-check {new_location} after the flip ({first_line(exc)}); undone") from exc
     if not ours:
-        undo()
+        _undo_unless_flipped_again(ctx, undo, new_location)
         raise revoked(ctx)
     ctx.progress.publish()
     ctx.details["publish"] = {
@@ -64,6 +64,21 @@ def publish_by_flip(ctx: RunContext, pub: Publication) -> None:
         "remove the superseded version",
         lambda: report.touched.extend(retention.remove_superseded(ctx, old_location, new_location)),
     )
+
+
+def _undo_unless_flipped_again(ctx: RunContext, undo: Callable[[], None], location: str) -> None:
+    """Undo this try's flip unless a newer try has flipped the table again since (after this try's
+    flip, before its re-check): its version stands (the chaos soak found the partition switch's
+    undo putting an older version back over a newer try's; seed 611251585). Unreadable, undone."""
+    try:
+        current = ctx.catalog.table_info(ctx.table.target)
+    except Exception as exc:  # noqa: BLE001 - the undo is tried all the same
+        ctx.log.warning(f"could not read {ctx.table.target} before undoing the flip: {first_line(exc)}")
+        current = None
+    if current is not None and (current.location or "").rstrip("/") != location.rstrip("/"):
+        ctx.log.warning(f"{ctx.table.target} was flipped again since this try flipped it; left as it is")
+        return
+    undo()
 
 
 def _set_location(ctx: RunContext, location: str) -> Callable[[], None]:

@@ -63,7 +63,7 @@ def publish_partitions(ctx: RunContext, pub: Publication) -> None:
         if not still_own_staging(ctx):
             raise revoked(ctx)
     except Exception as exc:
-        _revert(ctx, columns, switched)
+        _revert(ctx, columns, switched, staged_partitions)
         if isinstance(exc, FencedError):
             raise
         raise PublishError(
@@ -110,10 +110,22 @@ def release_managed_staging(ctx: RunContext, staging: TableRef, staged: Mapping[
     return f"{staging} (released: its {len(staged)} partition(s) stay in {root} when it is dropped)"
 
 
-def _revert(ctx: RunContext, columns: list[str], switched: Switched) -> None:
+def _revert(ctx: RunContext, columns: list[str], switched: Switched, ours: Mapping[tuple[str, ...], str]) -> None:
+    """Switch back each partition this try switched that still points where this try pointed it
+    (``ours``): one a newer try switched since (after this try's switch, before its re-check) keeps
+    the newer version (the chaos soak, seed 611251585, found a zombie's switch back undoing a newer
+    publish). The listing is read once, right before; unreadable, every partition is switched back."""
     target = ctx.table.target
+    try:
+        now: Mapping[tuple[str, ...], str] | None = ctx.catalog.partitions(target, columns)
+    except Exception as exc:  # noqa: BLE001 - the switch back is tried all the same
+        ctx.log.warning(f"could not list {target}'s partitions before switching back: {first_line(exc)}")
+        now = None
     for values, old_location in reversed(switched):
         clause = partition_clause(columns, values)
+        if now is not None and now.get(values, "").rstrip("/") != ours.get(values, "").rstrip("/"):
+            ctx.log.warning(f"{clause} of {target} was switched again since this try switched it; left as it is")
+            continue
         try:
             if old_location is None:
                 ctx.catalog.sql(f"ALTER TABLE {target.quoted} DROP IF EXISTS {clause}")
