@@ -290,17 +290,25 @@ class ClassicEngine:
         return _with_field(before, before.properties(), jvm.org.apache.spark.api.python.PythonUtils.toScalaMap(merged))
 
     def set_partition_locations(
-        self, ref: TableRef, columns: list[str], locations: dict[tuple[str, ...], str], switched: Switched | None = None
-    ) -> None:
+        self,
+        ref: TableRef,
+        columns: list[str],
+        locations: dict[tuple[str, ...], str],
+        switched: Switched | None = None,
+        only_from: Mapping[tuple[str, ...], str] | None = None,
+    ) -> list[tuple[str, ...]]:
         """Point existing partitions at new locations in one metastore call (Hive's alter_partitions).
 
         What ``ALTER TABLE t PARTITION (...) SET LOCATION`` does for one partition, for all of them:
-        readers see either none or all of the partitions switched.
+        readers see either none or all of the partitions switched. ``only_from``: a partition moves
+        only while it still points there (read in the listing right before the call); returns the
+        partitions left as they were for that reason.
         """
         jvm: Any = self.spark._jvm
         catalog = self._external()
         changed = jvm.java.util.ArrayList()
         previous: dict[tuple[str, ...], str] = {}
+        kept: list[tuple[str, ...]] = []
         # Looked up once: each lookup through ``jvm.<package>`` is a round trip of its own, and the
         # loop's round trips are most of a large switch's time.
         values_of, location_of, some = _Values(columns), _location_reader(jvm), jvm.scala.Some
@@ -316,14 +324,20 @@ class ClassicEngine:
             # What the switch replaces, read in the call before it: a switch back restores this, not
             # an older reading (a newer try may have switched the partition since).
             previous[values] = location_of(partition)
+            if only_from is not None and previous[values].rstrip("/") != only_from.get(values, "").rstrip("/"):
+                kept.append(values)
+                continue
             uri = some(to_uri(location))
             storage = partition.storage()
             changed.add(_with_field(partition, storage, _with_field(storage, storage.locationUri(), uri)))
-        if changed.size() != len(locations):
+        if changed.size() + len(kept) != len(locations):
             raise RuntimeError(f"{ref}: {len(locations) - changed.size()} partition(s) to switch disappeared")
-        catalog.alterPartitions(ref.database, ref.table, jvm.org.apache.spark.api.python.PythonUtils.toList(changed))
+        if changed.size():
+            as_list = jvm.org.apache.spark.api.python.PythonUtils.toList
+            catalog.alterPartitions(ref.database, ref.table, as_list(changed))
         if switched is not None:
             switched(sorted(previous.items()))
+        return kept
 
     @contextlib.contextmanager
     def progress(self, label: str, log: Reporter) -> Iterator[None]:
@@ -459,19 +473,31 @@ class ConnectEngine:
         _drop_by_sql(self.spark, ref)
 
     def set_partition_locations(
-        self, ref: TableRef, columns: list[str], locations: dict[tuple[str, ...], str], switched: Switched | None = None
-    ) -> None:
+        self,
+        ref: TableRef,
+        columns: list[str],
+        locations: dict[tuple[str, ...], str],
+        switched: Switched | None = None,
+        only_from: Mapping[tuple[str, ...], str] | None = None,
+    ) -> list[tuple[str, ...]]:
         """One ``ALTER TABLE ... PARTITION (...) SET LOCATION`` per partition: SQL has no batch form.
 
         Where ``switched`` is told, each partition's location is read in the statement right before
         its switch, as the classic engine reads them in the listing before its one call: a switch
-        back restores that, so a newer try's switch made while this driver stalled stands."""
+        back restores that, so a newer try's switch made while this driver stalled stands.
+        ``only_from``: a partition moves only while it still points there (read the same way)."""
+        kept: list[tuple[str, ...]] = []
         for values, location in sorted(locations.items()):
             clause = ", ".join(f"{quote(c)} = {sql_string_literal(v)}" for c, v in zip(columns, values, strict=True))
-            previous = "" if switched is None else self._partition_location(ref, clause)
+            read = switched is not None or only_from is not None
+            previous = self._partition_location(ref, clause) if read else ""
+            if only_from is not None and previous.rstrip("/") != only_from.get(values, "").rstrip("/"):
+                kept.append(values)
+                continue
             self.spark.sql(f"ALTER TABLE {ref.quoted} PARTITION ({clause}) SET LOCATION {sql_string_literal(location)}")
             if switched is not None:
                 switched([(values, previous)])
+        return kept
 
     @contextlib.contextmanager
     def progress(self, label: str, log: Reporter) -> Iterator[None]:

@@ -112,27 +112,38 @@ def release_managed_staging(ctx: RunContext, staging: TableRef, staged: Mapping[
 
 def _revert(ctx: RunContext, columns: list[str], switched: Switched, ours: Mapping[tuple[str, ...], str]) -> None:
     """Switch back each partition this try switched that still points where this try pointed it
-    (``ours``): one a newer try switched since (after this try's switch, before its re-check) keeps
-    the newer version (the chaos soak, seed 611251585, found a zombie's switch back undoing a newer
-    publish). The listing is read once, right before; unreadable, every partition is switched back."""
+    (``ours``, read right before the switch back: in the same listing as its one call, classic; per
+    partition, Connect): one a newer try switched since (after this try's switch, before its
+    re-check) keeps the newer version. The chaos soak (seed 611251585) found a zombie's switch back
+    undoing a newer publish. Partitions this try added are dropped while they still point there."""
     target = ctx.table.target
+    back = {values: old for values, old in switched if old is not None}
+    if back:
+        try:
+            kept = ctx.catalog.engine.set_partition_locations(target, columns, back, only_from=ours)
+        except Exception as exc:  # noqa: BLE001 - the added ones are still dropped; each failure is logged
+            ctx.log.warning(f"could not switch {len(back)} partition(s) of {target} back: {first_line(exc)}")
+            kept = []
+        for values in kept:
+            clause = partition_clause(columns, values)
+            ctx.log.warning(f"{clause} of {target} was switched again since this try switched it; left as it is")
+    added = [values for values, old in switched if old is None]
+    if not added:
+        return
     try:
         now: Mapping[tuple[str, ...], str] | None = ctx.catalog.partitions(target, columns)
-    except Exception as exc:  # noqa: BLE001 - the switch back is tried all the same
-        ctx.log.warning(f"could not list {target}'s partitions before switching back: {first_line(exc)}")
+    except Exception as exc:  # noqa: BLE001 - dropped all the same
+        ctx.log.warning(f"could not list {target}'s partitions before dropping the ones added: {first_line(exc)}")
         now = None
-    for values, old_location in reversed(switched):
+    for values in reversed(added):
         clause = partition_clause(columns, values)
         if now is not None and now.get(values, "").rstrip("/") != ours.get(values, "").rstrip("/"):
-            ctx.log.warning(f"{clause} of {target} was switched again since this try switched it; left as it is")
+            ctx.log.warning(f"{clause} of {target} was switched again since this try added it; left as it is")
             continue
         try:
-            if old_location is None:
-                ctx.catalog.sql(f"ALTER TABLE {target.quoted} DROP IF EXISTS {clause}")
-            else:
-                ctx.catalog.sql(f"ALTER TABLE {target.quoted} {clause} SET LOCATION {sql_string_literal(old_location)}")
-        except Exception as exc:  # noqa: BLE001 - keep switching the others back; each failure is logged
-            ctx.log.warning(f"could not switch {clause} of {target} back: {first_line(exc)}")
+            ctx.catalog.sql(f"ALTER TABLE {target.quoted} DROP IF EXISTS {clause}")
+        except Exception as exc:  # noqa: BLE001 - keep dropping the others; each failure is logged
+            ctx.log.warning(f"could not drop {clause} of {target}: {first_line(exc)}")
 
 
 def _add(ctx: RunContext, columns: list[str], added: list[tuple[tuple[str, ...], str]]) -> None:
