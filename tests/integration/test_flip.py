@@ -28,6 +28,15 @@ def _replace(spark, target: str, faults: dict) -> SessionCatalogExecutor:
                         table_properties={"team": "ledger"})  # fmt: skip
 
 
+def _revoke_as_a_newer_try(spark, executor: SessionCatalogExecutor) -> None:
+    """What a newer try's begin does to this try: its staging directory's marker says revoked."""
+    client = CatalogClient(fresh(spark))
+    location = executor.ctx.staging_directory or ""
+    marker = client.read_marker(location)
+    assert marker is not None and marker.revoked_by is None
+    client.fs.write_text(f"{location}/{markers.MARKER_FILE}", dataclasses.replace(marker, revoked_by=2).to_json())
+
+
 def test_a_takeover_right_after_the_location_change_puts_the_target_back(spark, database, tmp_path: Path):
     target = f"{database}.contested"
     spark.sql(f"CREATE TABLE {target} USING parquet TBLPROPERTIES ('owner_note'='kept') AS SELECT id FROM range(3)")
@@ -44,12 +53,7 @@ def test_a_takeover_right_after_the_location_change_puts_the_target_back(spark, 
         assert flipped is not None and (flipped.location or "").rstrip("/").endswith(f"/{staging.table}"), "flipped"
         # The provenance came with the location, in the same metastore call.
         assert flipped.properties.get(markers.TXN_ID) == executor.ctx.table.txn_id
-        # What a newer try's begin does to this try: its staging directory's marker says revoked.
-        client = CatalogClient(fresh(spark))
-        location = executor.ctx.staging_directory or ""
-        marker = client.read_marker(location)
-        assert marker is not None and marker.revoked_by is None
-        client.fs.write_text(f"{location}/{markers.MARKER_FILE}", dataclasses.replace(marker, revoked_by=2).to_json())
+        _revoke_as_a_newer_try(spark, executor)
 
     assert len(failures) == 1 and isinstance(failures[0], FencedError), failures
     after = described(fresh(spark), TableRef.parse(target))
@@ -60,68 +64,37 @@ def test_a_takeover_right_after_the_location_change_puts_the_target_back(spark, 
     assert count(spark, target) == 3
 
 
-def test_a_partition_switch_undone_after_a_newer_try_published_restores_the_newer_version(
-    spark, database, tmp_path: Path
+@pytest.mark.parametrize("held_at_point", ["publish_checked", "publish_between_partitions"])
+def test_a_partition_switch_undone_after_a_newer_try_switched_the_partition_keeps_the_newer_version(
+    held_at_point, spark, database, tmp_path: Path
 ):
-    """The chaos soak's window, made deterministic: this try checks its staging, then stalls right
-    before its switch (a cleared task, a timeout); a newer try publishes the partition meanwhile.
-    Released, this try switches, its re-check finds its staging revoked, and it switches back: to
-    what the partition was right before its switch (the newer try's version), not to what it read
-    before it stalled, which would have undone the newer publish."""
+    """The chaos soak's window, made deterministic. ``publish_checked``: this try checks its
+    staging, then stalls right before its switch (a cleared task, a timeout) while a newer try
+    publishes the partition; released, it switches, its re-check finds it revoked, and it switches
+    back to what the partition was right before its switch (the newer try's version), not to what it
+    read before it stalled. ``publish_between_partitions`` (seed 611251585, where the table was left
+    with 350 of 400 rows, two partitions old): held right after its switch while a newer version is
+    switched in, its switch back leaves that version standing."""
     target = f"{database}.contested_parts"
     spark.sql(f"CREATE TABLE {target} USING parquet PARTITIONED BY (ds) AS SELECT id, 'a' AS ds FROM range(3)")
     flag, progress = tmp_path / "go", tmp_path / "progress"
     executor = executor_for(
         spark, target, "SELECT id, 'a' AS ds FROM range(7)", mode="overwrite_partitions", partition_by=["ds"],
-        faults={"publish_checked": {"wait_for": str(flag)}, "progress_file": str(progress)},
+        faults={held_at_point: {"wait_for": str(flag)}, "progress_file": str(progress)},
     )  # fmt: skip
     newer = tmp_path / "newer_try" / "ds=a"
-    with held_at(executor, "publish_checked", flag, progress) as failures:
-        assert "publish_checked" in progress.read_text()
+    with held_at(executor, held_at_point, flag, progress) as failures:
+        assert held_at_point in progress.read_text()
+        if held_at_point == "publish_between_partitions":
+            assert count(spark, target) == 7, "this try's switch is in"
         # A newer try's begin revokes this try's staging; its publish switches the partition.
-        client = CatalogClient(fresh(spark))
-        location = executor.ctx.staging_directory or ""
-        marker = client.read_marker(location)
-        assert marker is not None
-        client.fs.write_text(f"{location}/{markers.MARKER_FILE}", dataclasses.replace(marker, revoked_by=2).to_json())
+        _revoke_as_a_newer_try(spark, executor)
         spark.range(50).write.parquet(str(newer))
         spark.sql(f"ALTER TABLE {target} PARTITION (ds = 'a') SET LOCATION '{newer}'")  # a path: no %3D
         assert count(spark, target) == 50
 
     assert len(failures) == 1 and isinstance(failures[0], FencedError), failures
     assert count(spark, target) == 50, "the newer try's publish stands"
-
-
-def test_a_partition_switch_undone_after_a_newer_try_switched_it_again_keeps_the_newer_version(
-    spark, database, tmp_path: Path
-):
-    """The chaos soak's seed 611251585: a cleared try released at ``publish_checked`` switched its
-    partitions; a newer try switched them again before this try's re-check; the re-check found this
-    try revoked, and its switch back put the partitions it had replaced back, over the newer try's
-    (the table held 350 of 400 rows, two partitions old). Made deterministic: held right after its
-    switch, a newer version is switched in; released, the switch back leaves it standing."""
-    target = f"{database}.reswitched_parts"
-    spark.sql(f"CREATE TABLE {target} USING parquet PARTITIONED BY (ds) AS SELECT id, 'a' AS ds FROM range(3)")
-    flag, progress = tmp_path / "go", tmp_path / "progress"
-    executor = executor_for(
-        spark, target, "SELECT id, 'a' AS ds FROM range(7)", mode="overwrite_partitions", partition_by=["ds"],
-        faults={"publish_between_partitions": {"wait_for": str(flag)}, "progress_file": str(progress)},
-    )  # fmt: skip
-    newer = tmp_path / "newer_try" / "ds=a"
-    with held_at(executor, "publish_between_partitions", flag, progress) as failures:
-        assert "publish_between_partitions" in progress.read_text()
-        assert count(spark, target) == 7, "this try's switch is in"
-        client = CatalogClient(fresh(spark))
-        location = executor.ctx.staging_directory or ""
-        marker = client.read_marker(location)
-        assert marker is not None
-        client.fs.write_text(f"{location}/{markers.MARKER_FILE}", dataclasses.replace(marker, revoked_by=2).to_json())
-        spark.range(50).write.parquet(str(newer))
-        spark.sql(f"ALTER TABLE {target} PARTITION (ds = 'a') SET LOCATION '{newer}'")  # a path: no %3D
-        assert count(spark, target) == 50
-
-    assert len(failures) == 1 and isinstance(failures[0], FencedError), failures
-    assert count(spark, target) == 50, "the newer try's switch stands"
 
 
 def test_a_flip_undone_after_a_newer_try_flipped_the_table_again_keeps_the_newer_version(
@@ -138,11 +111,7 @@ def test_a_flip_undone_after_a_newer_try_flipped_the_table_again_keeps_the_newer
     newer = tmp_path / "newer_try"
     with held_at(executor, "after_location_change", flag, progress) as failures:
         assert count(spark, target) == 7, "this try's flip is in"
-        client = CatalogClient(fresh(spark))
-        location = executor.ctx.staging_directory or ""
-        marker = client.read_marker(location)
-        assert marker is not None
-        client.fs.write_text(f"{location}/{markers.MARKER_FILE}", dataclasses.replace(marker, revoked_by=2).to_json())
+        _revoke_as_a_newer_try(spark, executor)
         spark.range(50).write.parquet(str(newer))
         spark.sql(f"ALTER TABLE {target} SET LOCATION '{newer}'")
         assert count(spark, target) == 50
