@@ -3,7 +3,10 @@
 Spark's embedded Derby metastore admits one JVM at a time, so anything concurrent (a reader
 polling while a task writes, parallel backfill runs) needs a shared metastore service. This runs
 ``org.apache.hadoop.hive.metastore.HiveMetaStore`` from the Hive 2.3 jars inside the pyspark
-wheel, bound to 127.0.0.1, backed by an embedded Derby database under ``root``.
+wheel, bound to 127.0.0.1, backed by an embedded Derby database under ``root``, or with
+``--postgres-database`` by a database on the local PostgreSQL server (``scripts/postgres.sh``), as
+production metastores are: Derby reads a row at a time under locks, so a reader can see one
+``alter_partitions`` half committed; PostgreSQL reads each statement from one snapshot.
 
     python -m ctas_devstack.metastore start --root .ctas-local/hms --port 9083
     python -m ctas_devstack.metastore stop --root .ctas-local/hms
@@ -103,15 +106,18 @@ class HiveMetastore:
         port: int | None = None,
         extra_jars: list[str] | None = None,
         hadoop_conf: dict[str, str] | None = None,
+        postgres_database: str | None = None,
     ) -> None:
         """``extra_jars`` and ``hadoop_conf``: what the service needs for tables on another
         filesystem (the metastore creates, moves and deletes their directories), e.g. S3A's jars and
-        ``fs.s3a.*`` settings."""
+        ``fs.s3a.*`` settings. ``postgres_database``: keep the metastore's state in this database of
+        the PostgreSQL server on 127.0.0.1:5432 (created if missing), not in Derby under ``root``."""
         self.root = root.resolve()
         self.port = port or free_port()
         self.warehouse = self.root / "warehouse"
         self.extra_jars = list(extra_jars or [])
         self.hadoop_conf = dict(hadoop_conf or {})
+        self.postgres_database = postgres_database
 
     @property
     def uri(self) -> str:
@@ -134,9 +140,8 @@ class HiveMetastore:
             "hive.metastore.schema.verification": "false",
             "hive.async.log.enabled": "false",
             "hive.metastore.event.db.notification.api.auth": "false",
-            "javax.jdo.option.ConnectionURL": f"jdbc:derby:;databaseName={self.root / 'metastore_db'};create=true",
-            "javax.jdo.option.ConnectionDriverName": "org.apache.derby.jdbc.EmbeddedDriver",
             "datanucleus.schema.autoCreateAll": "true",
+            **self._database(),
             # The default pool (BoneCP) is not among pyspark's jars; HikariCP is. Without this,
             # DROP DATABASE fails in the metastore's ACID listener.
             "datanucleus.connectionPoolingType": "HikariCP",
@@ -146,8 +151,34 @@ class HiveMetastore:
             **self.hadoop_conf,
         }
 
+    def _database(self) -> dict[str, str]:
+        if self.postgres_database is None:
+            return {
+                "javax.jdo.option.ConnectionURL": f"jdbc:derby:;databaseName={self.root / 'metastore_db'};create=true",
+                "javax.jdo.option.ConnectionDriverName": "org.apache.derby.jdbc.EmbeddedDriver",
+            }
+        return {
+            "javax.jdo.option.ConnectionURL": f"jdbc:postgresql://127.0.0.1:5432/{self.postgres_database}",
+            "javax.jdo.option.ConnectionDriverName": "org.postgresql.Driver",
+            "javax.jdo.option.ConnectionUserName": "postgres",
+            # DataNucleus makes a table on its first use, on a connection of its own; a foreign key to a
+            # table the request's open transaction wrote (TBL_PRIVS -> TBLS in a create_table) then
+            # waits for that transaction, which waits for it: Spark's first CREATE TABLE hung for good.
+            # Without the keys the tables are made, and a test metastore loses nothing it needs
+            # (autoCreateAll would switch the keys back on).
+            "datanucleus.schema.autoCreateAll": "false",
+            "datanucleus.schema.autoCreateTables": "true",
+            "datanucleus.schema.autoCreateColumns": "true",
+            "datanucleus.schema.autoCreateConstraints": "false",
+        }
+
     def _command(self) -> list[str]:
-        classpath = os.pathsep.join([str(self.root / "conf"), str(spark_home() / "jars" / "*"), *self.extra_jars])
+        jars = [*self.extra_jars]
+        if self.postgres_database is not None:
+            from ctas_devstack.jars import locked_jars
+
+            jars += locked_jars("org.postgresql:postgresql")
+        classpath = os.pathsep.join([str(self.root / "conf"), str(spark_home() / "jars" / "*"), *jars])
         return [
             "java",
             "-Xmx512m",
@@ -161,6 +192,10 @@ class HiveMetastore:
         ]
 
     def start(self, timeout: float = 120) -> HiveMetastore:
+        if self.postgres_database is not None:
+            from ctas_devstack.postgres import create_database
+
+            create_database(self.postgres_database)
         (self.root / "conf").mkdir(parents=True, exist_ok=True)
         self.warehouse.mkdir(parents=True, exist_ok=True)
         (self.root / "conf" / "hive-site.xml").write_text(hive_site(self._properties()))
@@ -220,6 +255,11 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--port", type=int, default=9083)
     parser.add_argument("--spark-conf-dir", type=Path, help="also write a spark-defaults.conf using it here")
     parser.add_argument(
+        "--postgres-database",
+        help="keep the metastore in this database of the PostgreSQL server on 127.0.0.1:5432 "
+        "(bash scripts/postgres.sh start), not in Derby under --root",
+    )
+    parser.add_argument(
         "--s3-endpoint",
         help="an S3 server of ctas_devstack.s3 (e.g. http://127.0.0.1:9000): the S3A jars and settings for "
         "tables on s3a://, for the service and in the Spark conf",
@@ -232,7 +272,9 @@ def main(argv: list[str] | None = None) -> int:
         print(f"Spark conf for the embedded Derby metastore under {args.root.resolve()} in {args.spark_conf_dir}")
         return 0
     jars, hadoop_conf = _s3(args.s3_endpoint) if args.action == "start" and args.s3_endpoint else ([], {})
-    metastore = HiveMetastore(args.root, args.port, extra_jars=jars, hadoop_conf=hadoop_conf)
+    metastore = HiveMetastore(
+        args.root, args.port, extra_jars=jars, hadoop_conf=hadoop_conf, postgres_database=args.postgres_database
+    )
     if args.action == "stop":
         metastore.stop()
         return 0

@@ -5,6 +5,8 @@
 #   bash scripts/soak.sh --replay 1234567         the one run a failure named (or several: 12,34)
 #   --formats parquet,iceberg,delta               the table formats runs draw from (default: parquet);
 #                                                 a replay takes the --formats its failure printed
+#   --metastore derby|postgres                    where the metastore service keeps its state (default:
+#                                                 derby; postgres: scripts/postgres.sh's server)
 # Further arguments go to pytest (e.g. -n 1). bash scripts/publish_reports.sh publishes the report.
 set -euo pipefail
 cd "$(dirname "$0")/.."
@@ -12,12 +14,14 @@ runs=20
 seed=""
 replay=""
 formats="parquet"
+metastore="derby"
 while [ "$#" -gt 0 ]; do
   case "$1" in
     --runs) runs="$2"; shift 2 ;;
     --seed) seed="$2"; shift 2 ;;
     --replay) replay="$2"; shift 2 ;;
     --formats) formats="$2"; shift 2 ;;
+    --metastore) metastore="$2"; shift 2 ;;
     *) break ;;
   esac
 done
@@ -26,16 +30,20 @@ done
 [[ "$seed" =~ ^[0-9]+$ ]] || { echo "soak.sh: --seed takes a number, not '$seed'" >&2; exit 2; }
 [[ "$formats" =~ ^(parquet|iceberg|delta)(,(parquet|iceberg|delta))*$ ]] || { echo "soak.sh: --formats takes some of parquet,iceberg,delta, not '$formats'" >&2; exit 2; }
 [ -z "$replay" ] || [[ "$replay" =~ ^[0-9]+(,[0-9]+)*$ ]] || { echo "soak.sh: --replay takes run seeds (SEED[,SEED...])" >&2; exit 2; }
+[[ "$metastore" =~ ^(derby|postgres)$ ]] || { echo "soak.sh: --metastore takes derby or postgres, not '$metastore'" >&2; exit 2; }
 bash scripts/setup.sh
 export PATH="$PWD/.venv/bin:$PATH"
 mkdir -p build/reports .ctas-local
-export CTAS_SOAK_FORMATS="$formats"
+export CTAS_SOAK_FORMATS="$formats" CTAS_TEST_METASTORE_DB="$metastore"
+if [ "$metastore" = postgres ] && [ "$(bash scripts/postgres.sh start)" = started ]; then
+  trap 'bash scripts/postgres.sh stop >/dev/null' EXIT
+fi
 python -m tests.support.jvm > .ctas-local/cds.log 2>&1 || true
 if [ -n "$replay" ]; then
   echo "soak.sh: replaying run $replay"
   export CTAS_SOAK_REPLAY="$replay"
 else
-  echo "soak.sh: $runs runs of $formats tables from seed $seed (replay all of them: bash scripts/soak.sh --runs $runs --seed $seed --formats $formats)"
+  echo "soak.sh: $runs runs of $formats tables from seed $seed (replay all of them: bash scripts/soak.sh --runs $runs --seed $seed --formats $formats --metastore $metastore)"
   export CTAS_SOAK_RUNS="$runs" CTAS_SOAK_SEED="$seed"
 fi
-exec pytest tests/soak -m soak -p no:randomly "$@"
+pytest tests/soak -m soak -p no:randomly "$@"

@@ -208,7 +208,8 @@ def test_replace_keeps_old_version_readable_until_publish(stack, spark, database
     assert set(values) == {300, 1234}, f"a reader saw something other than old or new: {set(values)}"
     first_new = values.index(1234)
     assert all(v == 1234 for v in values[first_new:]), "once published, the new version stays"
-    assert values.count(300) > 20, "the reader must have watched the old version while the job ran"
+    # Several reads of the old version, not a figure a loaded machine can miss (16 of 20 once).
+    assert values.count(300) >= 3, "the reader must have watched the old version while the job ran"
     txn = transaction("replace_isolation", run.run_id)
     assert txn["details"]["publish"]["mechanism"] == "flip"
     # The old version was not created by this provider: no table points at it, but it is not deleted.

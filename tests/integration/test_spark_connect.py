@@ -66,7 +66,8 @@ def test_replace_over_connect_flips_and_deletes_what_it_superseded(stack, connec
     first = run_dag(make_dag("connect_replace_1", target_table=target, mode="replace", sql="SELECT id FROM range(300)",
                              conn_id=CONNECT_CONN_ID))  # fmt: skip
     first_dir = location(spark, target)
-    monkeypatch.setenv("AIRFLOW_CTAS_FAULTS", json.dumps({"after_prepare": {"sleep": 3}}))
+    # Long enough for a few reads on a loaded machine (3 s once allowed a single one).
+    monkeypatch.setenv("AIRFLOW_CTAS_FAULTS", json.dumps({"after_prepare": {"sleep": 5}}))
     reader = Reader(spark, target, interval=0.1).start()
     second = run_dag(make_dag("connect_replace_2", target_table=target, mode="replace", superseded_retention=0,
                               sql="SELECT id FROM range(1234)", conn_id=CONNECT_CONN_ID))  # fmt: skip
@@ -74,7 +75,7 @@ def test_replace_over_connect_flips_and_deletes_what_it_superseded(stack, connec
 
     assert first.task_state == second.task_state == "success"
     assert check_observations(values, {300, 1234}, 1234) is None, values
-    assert values.count(300) > 5, "the reader watched the old version while the job ran"
+    assert values.count(300) >= 2, "the reader watched the old version while the job ran"
     txn = transaction("connect_replace_2", second.run_id)
     assert txn["details"]["publish"]["mechanism"] == "flip"
     assert txn["details"]["publish"]["seconds"] < 1.0

@@ -50,7 +50,7 @@ from tests.support.catalog import database_dir
 from tests.support.dags import DAGS_FOLDER, make_dag, xcom_value
 from tests.support.delta import DeltaReader, delta_conf
 from tests.support.faults import Trial, check_observations, summarize, wait_for_drivers_to_exit
-from tests.support.fixtures import STOP_GRACE
+from tests.support.fixtures import METASTORE_DATABASE, STOP_GRACE
 from tests.support.iceberg import IcebergReader, iceberg_conf, task_conf_on_spark41
 from tests.support.phases import executor_for, run_all
 from tests.support.processes import kill_spark_driver
@@ -84,7 +84,10 @@ TIMEOUT_SECONDS = {"parquet": 30, "iceberg": 75, "delta": 75}
 here for a file-format table, 25-45 s for Iceberg and Delta on their Spark 4.1 drivers)."""
 FORMATS = formats_from(os.environ.get("CTAS_SOAK_FORMATS", "parquet"))
 """The table formats the soak's runs draw from (``scripts/soak.sh --formats``)."""
-REPLAY = f"bash scripts/soak.sh{'' if FORMATS == ('parquet',) else ' --formats ' + ','.join(FORMATS)} --replay"
+REPLAY = "bash scripts/soak.sh" + ("" if FORMATS == ("parquet",) else " --formats " + ",".join(FORMATS))
+if os.environ.get(METASTORE_DATABASE, "derby") != "derby":
+    REPLAY += f" --metastore {os.environ[METASTORE_DATABASE]}"
+REPLAY += " --replay"
 
 
 def pytest_generate_tests(metafunc: pytest.Metafunc) -> None:

@@ -17,6 +17,7 @@ import pytest
 from ctas_devstack.connect_server import ConnectServer
 from ctas_devstack.iceberg_rest import IcebergRestCatalog
 from ctas_devstack.metastore import HiveMetastore
+from ctas_devstack.postgres import drop_database
 from ctas_devstack.s3 import S3Server, s3_jars
 from tests.support.jvm import JVM_FLAGS, READER_SPARK_CONF, ensure_archive, s3_dist_classpath, submit_opts
 from tests.support.table_reader import TableReader
@@ -34,6 +35,10 @@ TEST_SPARK_CONF = {
     "spark.sql.codegen.wholeStage": "false",
     "spark.sql.codegen.factoryMode": "NO_CODEGEN",
     "spark.ui.showConsoleProgress": "false",
+    # A heartbeat every 10 s cost an idle session ~1.5 of its ~2.3 CPU-s a minute (metrics read through
+    # JMX by C1 code); the run's long-lived readers and servers idle for most of it. 60 s stays under
+    # spark.network.timeout (120 s), after which an executor counts as lost, as before.
+    "spark.executor.heartbeatInterval": "60s",
 }
 
 
@@ -59,7 +64,10 @@ def metastore(s3: S3Server) -> Iterator[HiveMetastore]:
     # On every Spark JVM's class path, as a cluster whose Hadoop has the S3A connector would have it.
     os.environ["SPARK_DIST_CLASSPATH"] = s3_dist_classpath()
     # The service first: it needs no archive, and it starts while the archive is still being made.
-    service = HiveMetastore(SESSION_ROOT / "hms", extra_jars=jars, hadoop_conf=s3.hadoop_conf()).start()
+    postgres_database = _metastore_database()
+    service = HiveMetastore(
+        SESSION_ROOT / "hms", extra_jars=jars, hadoop_conf=s3.hadoop_conf(), postgres_database=postgres_database
+    ).start()
     try:
         archive = ensure_archive(os.environ["SPARK_DIST_CLASSPATH"])  # and pyspark's zips compiled
         s3_conf = {f"spark.hadoop.{key}": value for key, value in s3.hadoop_conf().items()}
@@ -69,6 +77,21 @@ def metastore(s3: S3Server) -> Iterator[HiveMetastore]:
         yield service
     finally:
         service.stop(STOP_GRACE)
+        if postgres_database is not None:
+            drop_database(postgres_database)
+
+
+METASTORE_DATABASE = "CTAS_TEST_METASTORE_DB"
+"""``derby`` (the default) or ``postgres``: where the session's metastore service keeps its state
+(``scripts/soak.sh --metastore``); PostgreSQL on 127.0.0.1:5432 (``scripts/postgres.sh``)."""
+
+
+def _metastore_database() -> str | None:
+    """This test process's PostgreSQL database for the metastore, or None for Derby."""
+    chosen = os.environ.get(METASTORE_DATABASE, "derby")
+    if chosen not in ("derby", "postgres"):
+        raise ValueError(f"{METASTORE_DATABASE} must be derby or postgres, not {chosen!r}")
+    return f"ctas_hms_{os.getpid()}_{uuid.uuid4().hex[:6]}" if chosen == "postgres" else None
 
 
 STOP_GRACE = 1.0
