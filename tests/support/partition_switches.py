@@ -102,15 +102,22 @@ class _Run:
     database: str
     base: str
     stop: float
+    enough: tuple[int, int]
+    """(writes, reads) after which the run may end before ``stop``."""
     seen: Switches = field(default_factory=Switches)
     lock: threading.Lock = field(default_factory=threading.Lock)
     errors: list[BaseException] = field(default_factory=list)
+
+    def running(self) -> bool:
+        with self.lock:
+            done = self.seen.writes >= self.enough[0] and self.seen.reads >= self.enough[1]
+        return not done and time.monotonic() < self.stop
 
     def write(self, name: str) -> None:
         client = _client(self.jvm, self.uri)
         try:
             switched = 0
-            while time.monotonic() < self.stop:
+            while self.running():
                 tag = f"{name}{switched % 2}"
                 switched += 1
                 partitions = client.listPartitions(self.database, TABLE, -1)
@@ -125,7 +132,7 @@ class _Run:
     def read(self) -> None:
         client = _client(self.jvm, self.uri)
         try:
-            while time.monotonic() < self.stop:
+            while self.running():
                 sets = _location_sets(client, self.database)
                 with self.lock:
                     self.seen.reads += 1
@@ -141,9 +148,18 @@ class _Run:
             self.errors.append(exc)
 
 
-def switch_concurrently(jvm: Any, uri: str, database: str, base: str, seconds: float, readers: int = 2) -> Switches:
-    """Two writers alternate their own two location sets for ``seconds`` while ``readers`` list."""
-    run = _Run(jvm, uri, database, base, time.monotonic() + seconds)
+def switch_concurrently(
+    jvm: Any,
+    uri: str,
+    database: str,
+    base: str,
+    seconds: float,
+    readers: int = 2,
+    enough: tuple[int, int] | None = None,
+) -> Switches:
+    """Two writers alternate their own two location sets while ``readers`` list, for ``seconds`` or
+    until ``enough`` (writes, reads) happened: a busy machine then takes longer instead of checking less."""
+    run = _Run(jvm, uri, database, base, time.monotonic() + seconds, enough or (sys.maxsize, sys.maxsize))
     threads = [threading.Thread(target=run.guarded, args=(run.write, name)) for name in ("a", "b")]
     threads += [threading.Thread(target=run.guarded, args=(run.read,)) for _ in range(readers)]
     for thread in threads:
