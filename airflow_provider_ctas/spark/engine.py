@@ -311,8 +311,7 @@ class ClassicEngine:
         kept: list[tuple[str, ...]] = []
         # Looked up once: each lookup through ``jvm.<package>`` is a round trip of its own, and the
         # loop's round trips are most of a large switch's time.
-        values_of, location_of, some = _Values(columns), _location_reader(jvm), jvm.scala.Some
-        to_uri = jvm.org.apache.spark.sql.catalyst.catalog.CatalogUtils.stringToURI
+        values_of, location_of, relocate = _Values(columns), _location_reader(jvm), _Relocator(jvm)
         partitions = catalog.listPartitions(ref.database, ref.table, jvm.scala.Option.apply(None))
         iterator = partitions.iterator()
         while iterator.hasNext():
@@ -327,9 +326,7 @@ class ClassicEngine:
             if only_from is not None and previous[values].rstrip("/") != only_from.get(values, "").rstrip("/"):
                 kept.append(values)
                 continue
-            uri = some(to_uri(location))
-            storage = partition.storage()
-            changed.add(_with_field(partition, storage, _with_field(storage, storage.locationUri(), uri)))
+            changed.add(relocate(partition, location))
         if changed.size() + len(kept) != len(locations):
             raise RuntimeError(f"{ref}: {len(locations) - changed.size()} partition(s) to switch disappeared")
         if changed.size():
@@ -594,8 +591,30 @@ class _Values:
         return tuple(str(spec.apply(key)) for key in self.keys)
 
 
+class _Relocator:
+    """Points a listed JVM CatalogTablePartition at a new location by setting its storage's
+    ``locationUri`` field. Copying the partition's two case classes through py4j took ~30 round
+    trips a partition: 2.3 s of a 1,000-partition switch's 4.5 s, measured, the rest being the
+    metastore's ``alter_partitions``. Setting the field takes one. The listing's objects are the
+    caller's own (the external catalog converts them from the metastore's answer on every call),
+    so nothing else sees them change."""
+
+    def __init__(self, jvm: Any) -> None:
+        self.some = jvm.scala.Some
+        self.to_uri = jvm.org.apache.spark.sql.catalyst.catalog.CatalogUtils.stringToURI
+        self.field: Any = None
+
+    def __call__(self, partition: Any, location: str) -> Any:
+        storage = partition.storage()
+        if self.field is None:
+            self.field = storage.getClass().getDeclaredField("locationUri")
+            self.field.setAccessible(True)
+        self.field.set(storage, self.some(self.to_uri(location)))
+        return partition
+
+
 def _location_reader(jvm: Any) -> Callable[[Any], str]:
     """A JVM CatalogTablePartition's location as a path, not a URI: ``ds=a%2Fb`` on disk is
     ``ds=a%252Fb`` in the URI."""
-    path = jvm.org.apache.hadoop.fs.Path
-    return lambda partition: str(path(partition.location()).toString())
+    to_string = jvm.org.apache.spark.sql.catalyst.catalog.CatalogUtils.URIToString  # new Path(uri).toString
+    return lambda partition: str(to_string(partition.location()))
