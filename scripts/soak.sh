@@ -7,6 +7,8 @@
 #                                                 a replay takes the --formats its failure printed
 #   --metastore derby|postgres                    where the metastore service keeps its state (default:
 #                                                 derby; postgres: scripts/postgres.sh's server)
+#   --cluster local|yarn                          where the drivers run: beside their task (default), or in
+#                                                 the dev stack's YARN in cluster deploy mode (parquet only)
 # Further arguments go to pytest (e.g. -n 1). bash scripts/publish_reports.sh publishes the report.
 set -euo pipefail
 cd "$(dirname "$0")/.."
@@ -15,6 +17,7 @@ seed=""
 replay=""
 formats="parquet"
 metastore="derby"
+cluster="local"
 while [ "$#" -gt 0 ]; do
   case "$1" in
     --runs) runs="$2"; shift 2 ;;
@@ -22,6 +25,7 @@ while [ "$#" -gt 0 ]; do
     --replay) replay="$2"; shift 2 ;;
     --formats) formats="$2"; shift 2 ;;
     --metastore) metastore="$2"; shift 2 ;;
+    --cluster) cluster="$2"; shift 2 ;;
     *) break ;;
   esac
 done
@@ -31,10 +35,12 @@ done
 [[ "$formats" =~ ^(parquet|iceberg|delta)(,(parquet|iceberg|delta))*$ ]] || { echo "soak.sh: --formats takes some of parquet,iceberg,delta, not '$formats'" >&2; exit 2; }
 [ -z "$replay" ] || [[ "$replay" =~ ^[0-9]+(,[0-9]+)*$ ]] || { echo "soak.sh: --replay takes run seeds (SEED[,SEED...])" >&2; exit 2; }
 [[ "$metastore" =~ ^(derby|postgres)$ ]] || { echo "soak.sh: --metastore takes derby or postgres, not '$metastore'" >&2; exit 2; }
+[[ "$cluster" =~ ^(local|yarn)$ ]] || { echo "soak.sh: --cluster takes local or yarn, not '$cluster'" >&2; exit 2; }
+[ "$cluster" = local ] || [ "$formats" = parquet ] || { echo "soak.sh: --cluster yarn runs parquet tables only (--formats parquet)" >&2; exit 2; }
 bash scripts/setup.sh
 export PATH="$PWD/.venv/bin:$PATH"
 mkdir -p build/reports .ctas-local
-export CTAS_SOAK_FORMATS="$formats" CTAS_TEST_METASTORE_DB="$metastore"
+export CTAS_SOAK_FORMATS="$formats" CTAS_TEST_METASTORE_DB="$metastore" CTAS_SOAK_CLUSTER="$cluster"
 if [ "$metastore" = postgres ] && [ "$(bash scripts/postgres.sh start)" = started ]; then
   trap 'bash scripts/postgres.sh stop >/dev/null' EXIT
 fi
@@ -43,7 +49,7 @@ if [ -n "$replay" ]; then
   echo "soak.sh: replaying run $replay"
   export CTAS_SOAK_REPLAY="$replay"
 else
-  echo "soak.sh: $runs runs of $formats tables from seed $seed (replay all of them: bash scripts/soak.sh --runs $runs --seed $seed --formats $formats --metastore $metastore)"
+  echo "soak.sh: $runs runs of $formats tables from seed $seed (replay all of them: bash scripts/soak.sh --runs $runs --seed $seed --formats $formats --metastore $metastore --cluster $cluster)"
   export CTAS_SOAK_RUNS="$runs" CTAS_SOAK_SEED="$seed"
 fi
 pytest tests/soak -m soak -p no:randomly "$@"

@@ -10,7 +10,6 @@ import os
 import re
 import signal
 import socket
-import subprocess
 import time
 from collections.abc import Callable, Iterator
 from typing import Any
@@ -19,7 +18,6 @@ import pytest
 
 from airflow_provider_ctas.catalogs.iceberg.group_table import GROUP
 from airflow_provider_ctas.core import markers
-from ctas_devstack.netns import ClusterNetwork
 from ctas_devstack.yarn import YarnCluster
 from tests.support.catalog import count, fresh, leftovers, properties, table_exists
 from tests.support.dags import DAGS_FOLDER, load_dag, make_dag, run_dag, xcom_value
@@ -34,6 +32,7 @@ from tests.support.reliability import NEW_ROWS, record_cell
 from tests.support.spark_versions import pyspark_venv
 from tests.support.table_reader import SPARK_FOR_FORMATS, TableReader
 from tests.support.waiting import wait_until
+from tests.support.yarn import ENDED, application, driver_pid, ended, processes, use_yarn, yarn_cluster
 
 # One test worker runs the whole module: its module-scoped services start once, not on every worker.
 pytestmark = [
@@ -48,16 +47,9 @@ pytestmark = [
 @pytest.fixture(scope="module")
 def yarn(metastore, rest, tmp_path_factory) -> Iterator[YarnCluster]:
     """The cluster in a network of its own: the task reaches it, it reaches the metastore service and
-    the Iceberg REST catalog and nothing else of this host (``ctas_devstack/netns.py``), as a cluster
-    that cannot open a connection to the Airflow worker."""
-    root = tmp_path_factory.mktemp("yarn")
-    network = ClusterNetwork(root / "network.log", allow=(metastore.port, rest.port)).up()
-    try:
-        cluster = YarnCluster(root, memory_mb=6144, vcores=4, network=network).start()
+    the Iceberg REST catalog and nothing else of this host."""
+    with yarn_cluster(tmp_path_factory.mktemp("yarn"), allow=(metastore.port, rest.port)) as cluster:
         yield cluster
-        cluster.stop()
-    finally:
-        network.down()
 
 
 def _network_of(pid: int) -> int:
@@ -82,7 +74,7 @@ def _writing(
     faults = {"progress_file": str(progress), "after_begin": {"sleep": 0}}
     first = Trial(DAGS_FOLDER / f"{dag_id}.py", dag_id, "yarn_run", tmp_path / "try1.log", faults).start()
     wait_for_line(progress, "after_begin try=1", timeout=300)
-    return first, _application(yarn, f"spark_catalog.{target}", 1)["id"], Reader(spark, target).start()
+    return first, application(yarn, f"spark_catalog.{target}", 1)["id"], Reader(spark, target).start()
 
 
 def _cell(cell_id: str, order: int, fault: str, when: str, mode: str, **result: Any) -> str | None:
@@ -115,36 +107,9 @@ def test_the_cluster_runs_in_a_network_that_cannot_reach_the_task_host(yarn, met
     assert _network_of(os.getpid()) != os.stat(f"/run/netns/{network.name}").st_ino
 
 
-def _processes(app_id: str) -> list[str]:
-    # -ww: ps cuts lines at 80 columns when its output is not a terminal, where no app id shows.
-    listed = subprocess.run(["ps", "-ww", "-eo", "args"], capture_output=True, text=True, check=True).stdout
-    return [line for line in listed.splitlines() if app_id in line and "ps -ww" not in line]
-
-
-ENDED = ("FINISHED", "FAILED", "KILLED")
-
-
-def _ended(yarn: YarnCluster, app_id: str) -> dict[str, Any] | None:
-    """The application once it has ended, else None."""
-    app = yarn.app(app_id)
-    return app if app["state"] in ENDED else None
-
-
 @pytest.fixture
 def on_yarn(yarn, monkeypatch) -> dict[str, str]:
-    """The ``spark_yarn`` connection (cluster deploy mode, the ResourceManager's web address in its
-    extra, as the apache-spark provider reads it) and the conf a task on this cluster needs."""
-    extra = {"deploy-mode": "cluster", "yarn_resourcemanager_webapp_address": yarn.web}
-    monkeypatch.setenv("AIRFLOW_CONN_SPARK_YARN", json.dumps({"conn_type": "spark", "host": "yarn", "extra": extra}))
-    for key, value in yarn.env().items():
-        monkeypatch.setenv(key, value)
-    return yarn.spark_conf()
-
-
-def _application(yarn: YarnCluster, target: str, try_number: int) -> dict[str, Any]:
-    """The latest application of a try on ``target`` (several runs publish to one table)."""
-    name = f"airflow-ctas {target} try {try_number}"
-    return max((a for a in yarn.apps() if a["name"] == name), key=lambda a: int(a["startedTime"]))
+    return use_yarn(yarn, monkeypatch)
 
 
 def _publish(yarn: YarnCluster, dag_id: str, app_target: str, mechanism: str, **dag: Any) -> dict[str, Any]:
@@ -154,7 +119,7 @@ def _publish(yarn: YarnCluster, dag_id: str, app_target: str, mechanism: str, **
     txn = xcom_value(dag_id, run.run_id, "ctas_transaction")
     assert run.task_state == "success", txn
     assert txn["details"]["publish"]["mechanism"] == mechanism, txn["details"]["publish"]
-    app = _application(yarn, app_target, 1)
+    app = application(yarn, app_target, 1)
     assert txn["details"]["spark_application"]["id"] == app["id"] and app["finalStatus"] == "SUCCEEDED", app
     return dict(txn)
 
@@ -194,7 +159,7 @@ def test_cluster_mode_publishes_on_the_decision_of_the_task(stack, spark, databa
     )
     assert count(spark, target) == 300
     assert properties(spark, target)[markers.TXN_ID] == txn["txn_id"]
-    app = _application(yarn, f"spark_catalog.{target}", 1)
+    app = application(yarn, f"spark_catalog.{target}", 1)
     assert txn["details"]["spark_application"]["id"] == app["id"], "the driver ran in YARN"
     assert (app["state"], app["finalStatus"]) == ("FINISHED", "SUCCEEDED")
     assert leftovers(spark, database) == []
@@ -262,7 +227,7 @@ def test_a_durable_cluster_mode_driver_whose_task_died_mid_write_finishes_it_for
     assert second.wait() == "success", (tmp_path / "try2.log").read_text(errors="replace")[-3000:]
     log = (tmp_path / "try2.log").read_text(errors="replace")
     assert f"try 1's driver (YARN application {app1}" in log and "waiting for it to end" in log, log[-3000:]
-    ended, app2 = yarn.app(app1), _application(yarn, f"spark_catalog.{target}", 2)
+    ended, app2 = yarn.app(app1), application(yarn, f"spark_catalog.{target}", 2)
     assert int(ended["finishedTime"]) <= int(app2["startedTime"]), "try 2's driver began beside try 1's"
     assert ended["finalStatus"] != "SUCCEEDED", "try 1's driver published, or claimed to"
     txn = xcom_value(dag_id, "yarn_run", "ctas_transaction")
@@ -309,7 +274,7 @@ def test_a_superseded_cluster_mode_try_cannot_publish_once_a_newer_try_began(
     values = reader.stop()
     wait_for_line(progress, "result phases=begin,prepare,commit ok=False FENCED", timeout=120)
     assert try1 != "success", try1
-    app1 = wait_until("try 1's application ends", lambda: _ended(yarn, _application(yarn, f"spark_catalog.{target}",
+    app1 = wait_until("try 1's application ends", lambda: ended(yarn, application(yarn, f"spark_catalog.{target}",
                       1)["id"]), timeout=120)  # fmt: skip
     assert app1["finalStatus"] != "SUCCEEDED", app1
     txn = xcom_value(dag_id, "yarn_run", "ctas_transaction")
@@ -328,16 +293,6 @@ def test_a_superseded_cluster_mode_try_cannot_publish_once_a_newer_try_began(
     assert left == []
 
 
-def _driver_pid(app_id: str) -> int | None:
-    """The driver's JVM: the application master container of a cluster-mode application."""
-    listed = subprocess.run(["ps", "-ww", "-eo", "pid,args"], capture_output=True, text=True, check=True).stdout
-    for line in listed.splitlines():
-        pid, _, args = line.strip().partition(" ")
-        if app_id in args and "org.apache.spark.deploy.yarn.ApplicationMaster" in args and "bash" not in args[:30]:
-            return int(pid)
-    return None
-
-
 def test_a_cluster_mode_driver_killed_mid_write_fails_its_try_and_the_next_try_publishes(
     stack, spark, database, yarn, on_yarn, tmp_path
 ):
@@ -347,14 +302,14 @@ def test_a_cluster_mode_driver_killed_mid_write_fails_its_try_and_the_next_try_p
     dag_id, target = "yarn_driver_killed", f"{database}.yarn_driver_killed"
     first, app_id, reader = _writing(spark, yarn, on_yarn, tmp_path, dag_id, target, 200, retries=1)
     time.sleep(3)  # the write is running
-    pid = wait_until("the driver's JVM is found", lambda: _driver_pid(app_id), timeout=30)
+    pid = wait_until("the driver's JVM is found", lambda: driver_pid(app_id), timeout=30)
     os.kill(pid, signal.SIGKILL)
     killed = time.monotonic()
     state = first.wait()
     seconds = time.monotonic() - killed
     assert state in ("failed", "up_for_retry"), state
     assert seconds < 60, f"the task took {seconds:.0f}s to see its driver gone"
-    app = wait_until("the application ends", lambda: _ended(yarn, app_id), timeout=60)
+    app = wait_until("the application ends", lambda: ended(yarn, app_id), timeout=60)
     assert app["finalStatus"] != "SUCCEEDED", app
     assert not table_exists(spark, target)
     attempts = [a for a in yarn.apps() if a["name"] == f"airflow-ctas spark_catalog.{target} try 1"]
@@ -386,14 +341,14 @@ def test_a_cluster_mode_try_whose_task_is_killed_mid_write_publishes_nothing_and
     dag_id, target = "yarn_stop_task_killed", f"{database}.yarn_stop_task_killed"
     first, app_id, reader = _writing(spark, yarn, on_yarn, tmp_path, dag_id, target, 200, retries=1)
     time.sleep(3)  # the write is running
-    driver = _driver_pid(app_id)
+    driver = driver_pid(app_id)
     assert driver is not None and yarn.network is not None
     assert _network_of(driver) == os.stat(f"/run/netns/{yarn.network.name}").st_ino, "the driver cannot reach the task"
     struck = time.monotonic()
     os.kill(first.pid, signal.SIGKILL)
-    app = wait_until("try 1's application ends", lambda: _ended(yarn, app_id), timeout=120)
+    app = wait_until("try 1's application ends", lambda: ended(yarn, app_id), timeout=120)
     ended = time.monotonic() - struck
-    wait_until("no container of the application runs", lambda: not _processes(app_id) or None, timeout=60)
+    wait_until("no container of the application runs", lambda: not processes(app_id) or None, timeout=60)
     orphan_left = leftovers(spark, database)
     assert orphan_left == [], "the orphan dropped its staging itself"
     assert not table_exists(spark, target), "the orphan published"
@@ -427,7 +382,7 @@ def test_on_kill_kills_the_yarn_application_and_its_abort_removes_the_staging(
     time.sleep(3)  # the write is running in the application's executor
     trial.signal_group(signal.SIGTERM)
     assert trial.wait() in ("failed", "up_for_retry")
-    app = wait_until("the application ends", lambda: _ended(yarn, app_id), timeout=60)
+    app = wait_until("the application ends", lambda: ended(yarn, app_id), timeout=60)
     assert "on_kill: killing the Spark application" in (tmp_path / "try1.log").read_text(errors="replace")
     assert app["state"] == "KILLED", app
     abort_name = f"airflow-ctas abort spark_catalog.{target} try 1"
@@ -538,7 +493,7 @@ def test_a_publish_group_of_cluster_mode_drivers_publishes_its_members_in_one_co
     assert states == {"facts": "success", "dims": "success", "publish": "success"}, states
     for _, table, rows in members:
         assert reader.rows(f"SELECT count(*), max(v) FROM {table}") == [[rows, 2]], table
-        app = _application(yarn, table, 1)
+        app = application(yarn, table, 1)
         assert app["finalStatus"] == "SUCCEEDED", app
     groups = {reader.properties(table)[GROUP] for _, table, _ in members}
     assert len(groups) == 1, "both were published by the same group commit"

@@ -36,6 +36,7 @@ import pytest
 
 from airflow_provider_ctas.core import errors
 from airflow_provider_ctas.core.transaction import TransactionKey
+from ctas_devstack.yarn import YarnCluster
 from tests.soak.schedule import (
     AFTER_COMMIT_POINTS,
     MID_WRITE,
@@ -57,6 +58,8 @@ from tests.support.processes import kill_spark_driver
 from tests.support.soak_report import record_run
 from tests.support.table_reader import TableReader
 from tests.support.waiting import wait_until
+from tests.support.yarn import CONN_ID as YARN_CONN_ID
+from tests.support.yarn import application, driver_pid, use_yarn, wait_for_applications_to_end, yarn_cluster
 
 pytestmark = [pytest.mark.integration, pytest.mark.slow, pytest.mark.soak]
 
@@ -77,14 +80,22 @@ whose task is killed after begin and whose next try is cleared while held at ``b
 (the fencing path), about 35 s in all. The earlier sample (20261128) held two tries past their
 30 s ``execution_timeout``: 163 worker-seconds, idle, of a CI run near its budget; timeouts stay
 covered by the fault matrix and the YARN cells."""
+DURABLE_WAIT = "waiting for it to end before this try begins"
+"""What a durable try logs while an earlier try's driver still runs in YARN (``runners/yarn_driver.py``)."""
 PAUSE_SECONDS = 15
 """How long a driver or task waits at the point where a kill lands (the kill comes within a second)."""
-TIMEOUT_SECONDS = {"parquet": 30, "iceberg": 75, "delta": 75}
+CLUSTER = os.environ.get("CTAS_SOAK_CLUSTER", "local")
+"""Where the drivers run (``scripts/soak.sh --cluster``): beside their task (local), or in YARN
+containers in cluster deploy mode (yarn), in a network that cannot reach the task's host."""
+TIMEOUT_SECONDS = {"parquet": 30, "iceberg": 75, "delta": 75} if CLUSTER == "local" else {"parquet": 120}
 """The task's ``execution_timeout`` in a run with a timeout fault (a try without one takes 10-20 s
-here for a file-format table, 25-45 s for Iceberg and Delta on their Spark 4.1 drivers)."""
+here for a file-format table, 25-45 s for Iceberg and Delta on their Spark 4.1 drivers, 40-70 s
+for a file-format table whose driver runs in YARN)."""
 FORMATS = formats_from(os.environ.get("CTAS_SOAK_FORMATS", "parquet"))
 """The table formats the soak's runs draw from (``scripts/soak.sh --formats``)."""
 REPLAY = "bash scripts/soak.sh" + ("" if FORMATS == ("parquet",) else " --formats " + ",".join(FORMATS))
+if CLUSTER != "local":
+    REPLAY += f" --cluster {CLUSTER}"
 if os.environ.get(METASTORE_DATABASE, "derby") != "derby":
     REPLAY += f" --metastore {os.environ[METASTORE_DATABASE]}"
 REPLAY += " --replay"
@@ -141,11 +152,39 @@ def format_readers(metastore, tmp_path_factory) -> Iterator[Callable[[str], Tabl
         session.close()
 
 
+@pytest.fixture(scope="module")
+def yarn(metastore, tmp_path_factory) -> Iterator[YarnCluster | None]:
+    """With ``--cluster yarn``, the YARN the drivers run in (it reaches the metastore service and
+    nothing else of this host); else None."""
+    if CLUSTER != "yarn":
+        yield None
+        return
+    with yarn_cluster(tmp_path_factory.mktemp("yarn"), allow=(metastore.port,)) as cluster:
+        yield cluster
+
+
 def _task_conf(table_format: str, metastore: Any, monkeypatch: pytest.MonkeyPatch) -> dict[str, str]:
     """What the task's conf says for its table's format (Iceberg and Delta: drivers on Spark 4.1)."""
     if table_format == "parquet":
         return {}
     return task_conf_on_spark41(monkeypatch, iceberg_conf(metastore) if table_format == "iceberg" else delta_conf())
+
+
+def _kill_driver(yarn: YarnCluster | None, target: str, try_number: int) -> None:
+    """SIGKILL the try's driver: its spark-submit JVM, or in YARN its application master's container."""
+    if yarn is None:
+        kill_spark_driver(f"{target} try {try_number}")
+        return
+    app_id = application(yarn, f"spark_catalog.{target}", try_number)["id"]
+    os.kill(wait_until("the driver's JVM is found", lambda: driver_pid(app_id), timeout=30), signal.SIGKILL)
+
+
+def _wait_for_drivers(yarn: YarnCluster | None, target: str) -> None:
+    """Until no driver of the run's tries runs: one that lost its task may finish first, for as long
+    as a fault holds it (a timed-out try's, held twice its timeout after the task decided commit)."""
+    wait_for_drivers_to_exit(target)
+    if yarn is not None:
+        wait_for_applications_to_end(yarn, f"spark_catalog.{target}", timeout=2 * TIMEOUT_SECONDS["parquet"] + 120)
 
 
 def _allowed(schedule: Schedule) -> set[Any]:
@@ -164,8 +203,11 @@ def _fault_spec(fault: Fault, try_number: int, release: Path, table_format: str)
         return {fault.point: {"raise": "soak", "only_try": try_number}}
     if fault.kind == "timeout":
         return {fault.point: {"sleep": 2 * TIMEOUT_SECONDS[table_format], "only_try": try_number}}
-    if fault.kind == "clear":
-        return {fault.point: {"wait_for": str(release), "only_try": try_number}}
+    if fault.kind == "clear":  # where the held try publishes, if it does, is recorded: see ``_clear``
+        return {
+            fault.point: {"wait_for": str(release), "only_try": try_number},
+            "after_publish": {"sleep": 0, "only_try": try_number},
+        }
     if fault.kind == "metastore-restart":
         return {fault.point: {"sleep": 4, "only_try": try_number}}
     if fault.point and fault.point != MID_WRITE:
@@ -183,7 +225,7 @@ def _reached(progress: Path, point: str, try_number: int) -> bool:
 
 
 def _act(fault: Fault, trial: Trial, progress: Path, staging: Path | None, target: str, metastore: Any,
-         try_number: int, rng: random.Random) -> bool:  # fmt: skip
+         yarn: YarnCluster | None, try_number: int, rng: random.Random) -> bool:  # fmt: skip
     """Make ``fault`` happen to the running try; False when the try ended before it could land (a
     try with nothing to write, after an earlier try published). A timeout lands by itself (Airflow
     raises it in the held task); a clear is held here and resumed by ``_clear``. Mid-write: once the
@@ -211,7 +253,7 @@ def _act(fault: Fault, trial: Trial, progress: Path, staging: Path | None, targe
     elif fault.kind == "term-task":
         trial.signal_group(signal.SIGTERM)
     elif fault.kind == "kill-driver":
-        kill_spark_driver(f"{target} try {try_number}")
+        _kill_driver(yarn, target, try_number)
     elif fault.kind == "metastore-restart":
         metastore.stop(STOP_GRACE)
         try:
@@ -221,7 +263,7 @@ def _act(fault: Fault, trial: Trial, progress: Path, staging: Path | None, targe
     return True
 
 
-def test_soak_run(run_seed, stack, spark, database, tmp_path, metastore, format_readers, monkeypatch):
+def test_soak_run(run_seed, stack, spark, database, tmp_path, metastore, yarn, format_readers, monkeypatch):
     schedule = schedule_for(run_seed, FORMATS)
     rng = random.Random(run_seed)
     print(f"soak run {schedule}; replay: {REPLAY} {run_seed}")
@@ -238,8 +280,12 @@ def test_soak_run(run_seed, stack, spark, database, tmp_path, metastore, format_
         partition_by=["p"] if schedule.mode == "overwrite_partitions" else [],
         sql=_sql(schedule),
         durable=schedule.durable,
-        conf=_task_conf(schedule.table_format, metastore, monkeypatch),
+        conf={
+            **_task_conf(schedule.table_format, metastore, monkeypatch),
+            **(use_yarn(yarn, monkeypatch) if yarn else {}),
+        },
         table_format=schedule.table_format,
+        **({"conn_id": YARN_CONN_ID} if yarn else {}),
         operator_extra=(
             f", execution_timeout=datetime.timedelta(seconds={TIMEOUT_SECONDS[schedule.table_format]})"
             if any(f.kind == "timeout" for f in schedule.faults)
@@ -260,18 +306,18 @@ def test_soak_run(run_seed, stack, spark, database, tmp_path, metastore, format_
         release = tmp_path / f"release{try_number}"
         faults = {"progress_file": str(progress), **_fault_spec(fault, try_number, release, table.table_format)}
         trial = Trial(dag_file, dag_id, run_id, tmp_path / f"try{try_number}.log", faults).start()
-        landed = _act(fault, trial, progress, staging, target, metastore, try_number, rng)
+        landed = _act(fault, trial, progress, staging, target, metastore, yarn, try_number, rng)
         if fault.kind == "clear":
             beside, problem = _clear(
                 trial, fault.point, landed, release, progress, try_number, rng, (dag_file, dag_id, run_id), tmp_path
             )
-            wait_for_drivers_to_exit(target)
+            _wait_for_drivers(yarn, target)
             tries += beside
             problems += problem
             succeeded = beside[-1].endswith(": success")  # else one more try without a fault
             break
         state = trial.wait()
-        wait_for_drivers_to_exit(target)
+        _wait_for_drivers(yarn, target)
         tries.append(f"{fault}: {state}" if landed else f"{fault} (did not land: the try ended first): {state}")
         if state == "success":  # the try survived its fault (a metastore back in time): the run is done
             succeeded = True
@@ -291,6 +337,7 @@ def test_soak_run(run_seed, stack, spark, database, tmp_path, metastore, format_
             "seed": run_seed,
             "schedule": str(schedule),
             "format": schedule.table_format,
+            "cluster": CLUSTER,
             "mode": schedule.mode,
             "durable": schedule.durable,
             "faults": [str(f) for f in schedule.faults],
@@ -309,21 +356,32 @@ def _clear(trial: Trial, point: str, landed: bool, release: Path, progress: Path
            dag: tuple[Path, str, str], logs: Path) -> tuple[list[str], list[str]]:  # fmt: skip
     """The held try's task instance is cleared: its next try starts beside it and begins (raising its
     fence), then the held one resumes, somewhere in the next try's run. The held try is a zombie: it
-    must fail, whatever the next try does."""
+    must not publish once the next try began, whatever the next try does. A durable next try whose
+    earlier driver still runs in YARN does not begin until that driver's application ended (it takes
+    over what the driver wrote): the held try resumes once the next try waits, and may publish before
+    the next try begins."""
     following = try_number + 1
     spec = {"progress_file": str(progress), "after_begin": {"sleep": 0, "only_try": following}}
-    nxt = Trial(*dag, logs / f"try{following}.log", spec).start()
+    log = logs / f"try{following}.log"
+    nxt = Trial(*dag, log, spec).start()
+
+    def waits() -> bool:
+        return log.exists() and DURABLE_WAIT in log.read_text(errors="replace")
+
     try:
         if landed:
             wait_until(f"try {following} to begin", lambda: _reached(progress, "after_begin", following)
-                       or (not nxt.running() and "ended"), 240)  # fmt: skip
+                       or waits() or (not nxt.running() and "ended"), 240)  # fmt: skip
             time.sleep(rng.uniform(0, 3))
     finally:
         release.touch()
     held, beside = trial.wait(), nxt.wait()
     tries = [f"clear@{point}{'' if landed else ' (ended first)'}: {held}", f"no fault, beside it: {beside}"]
-    superseded = held == "success" and _reached(progress, "after_begin", following)
-    return tries, [f"try {try_number} succeeded after try {following} began"] if superseded else []
+    lines = progress.read_text().splitlines() if progress.exists() else []
+    began, published = f"after_begin try={following}", f"after_publish try={try_number}"
+    superseded = held == "success" and began in lines and (
+        published not in lines or lines.index(began) < lines.index(published))  # fmt: skip
+    return tries, [f"try {try_number} published after try {following} began"] if superseded else []
 
 
 def _failed_try_problems(txn: dict[str, Any] | None, try_number: int, fault: Fault, published: bool) -> list[str]:

@@ -31,6 +31,8 @@ def write_report(shared: Path, tested: str | None = None) -> None:
     modes = Counter(r["mode"] for r in runs)
     formats = Counter(r.get("format", "parquet") for r in runs)
     tables = ", ".join(f"{t} {n}" for t, n in sorted(formats.items()))
+    places = Counter(DRIVERS[r.get("cluster", "local")] for r in runs)
+    drivers = ", ".join(f"{p} {n}" for p, n in sorted(places.items()))
     after_commit = sum(r["after_commit"] for r in runs)
     windowed = [r for r in runs if r.get("fence_window")]
     seconds = [r["seconds"] for r in runs]
@@ -47,7 +49,9 @@ def write_report(shared: Path, tested: str | None = None) -> None:
         "while a try is held (its next try runs beside it, and the held try must not publish), then one try",
         "without a fault, with a reader polling the target throughout. The table is a file-format one in",
         "Spark's session catalog, or with `--formats`, an Iceberg table (Hive-metastore catalog) or a Delta",
-        "table, their drivers on Spark 4.1. `bash scripts/soak.sh --replay SEED` runs one again.",
+        "table, their drivers on Spark 4.1. The drivers run beside their task, or with `--cluster yarn` in YARN",
+        "containers in cluster deploy mode, in a network that cannot reach the task's host. `bash",
+        "scripts/soak.sh --replay SEED` runs one again.",
         "",
         f"Run on {stamp} UTC at commit {commit}, {platform.node()} ({os.cpu_count()} CPUs): **{len(runs)} runs, "
         f"{len(runs) - len(failed)} kept every invariant, {len(failed)} broke one**; {after_commit} tries that "
@@ -58,6 +62,7 @@ def write_report(shared: Path, tested: str | None = None) -> None:
         "| | |",
         "|---|---|",
         f"| tables | {tables} |",
+        f"| drivers | {drivers} |",
         f"| modes | {', '.join(f'{m} {n}' for m, n in sorted(modes.items()))} |",
         f"| durable | {sum(r['durable'] for r in runs)} of {len(runs)} runs |",
         f"| faults | {', '.join(f'{k} {n}' for k, n in sorted(faults.items()))} |",
@@ -81,10 +86,13 @@ def write_report(shared: Path, tested: str | None = None) -> None:
             row = [r["seed"], r["schedule"], "<br>".join(r["tries"]), "<br>".join(r["problems"])]
             lines.append("| " + " | ".join(str(c).replace("|", "/") for c in row) + " |")
         lines.append("")
-    cells = [stamp, commit, f"{len(runs)} ({tables})", str(len(failed)), str(after_commit)]
+    cells = [stamp, commit, f"{len(runs)} ({tables}; drivers {drivers})", str(len(failed)), str(after_commit)]
     lines.append(reports.marker(reports.SOAK, cells))
     reports.SOAK.report.parent.mkdir(parents=True, exist_ok=True)
     reports.SOAK.report.write_text("\n".join(lines) + "\n")
+
+
+DRIVERS = {"local": "beside the task", "yarn": "in YARN (cluster mode)"}
 
 
 def _ending(entry: str) -> tuple[str, str]:
