@@ -32,7 +32,7 @@ from tests.support.reliability import NEW_ROWS, record_cell
 from tests.support.spark_versions import pyspark_venv
 from tests.support.table_reader import SPARK_FOR_FORMATS, TableReader
 from tests.support.waiting import wait_until
-from tests.support.yarn import ENDED, application, driver_pid, ended, processes, use_yarn, yarn_cluster
+from tests.support.yarn import ENDED, application, driver_pid, ended_application, processes, use_yarn, yarn_cluster
 
 # One test worker runs the whole module: its module-scoped services start once, not on every worker.
 pytestmark = [
@@ -274,8 +274,8 @@ def test_a_superseded_cluster_mode_try_cannot_publish_once_a_newer_try_began(
     values = reader.stop()
     wait_for_line(progress, "result phases=begin,prepare,commit ok=False FENCED", timeout=120)
     assert try1 != "success", try1
-    app1 = wait_until("try 1's application ends", lambda: ended(yarn, application(yarn, f"spark_catalog.{target}",
-                      1)["id"]), timeout=120)  # fmt: skip
+    app1_id = application(yarn, f"spark_catalog.{target}", 1)["id"]
+    app1 = wait_until("try 1's application ends", lambda: ended_application(yarn, app1_id), timeout=120)
     assert app1["finalStatus"] != "SUCCEEDED", app1
     txn = xcom_value(dag_id, "yarn_run", "ctas_transaction")
     published, left = count(spark, target), leftovers(spark, database)
@@ -309,7 +309,7 @@ def test_a_cluster_mode_driver_killed_mid_write_fails_its_try_and_the_next_try_p
     seconds = time.monotonic() - killed
     assert state in ("failed", "up_for_retry"), state
     assert seconds < 60, f"the task took {seconds:.0f}s to see its driver gone"
-    app = wait_until("the application ends", lambda: ended(yarn, app_id), timeout=60)
+    app = wait_until("the application ends", lambda: ended_application(yarn, app_id), timeout=60)
     assert app["finalStatus"] != "SUCCEEDED", app
     assert not table_exists(spark, target)
     attempts = [a for a in yarn.apps() if a["name"] == f"airflow-ctas spark_catalog.{target} try 1"]
@@ -346,7 +346,7 @@ def test_a_cluster_mode_try_whose_task_is_killed_mid_write_publishes_nothing_and
     assert _network_of(driver) == os.stat(f"/run/netns/{yarn.network.name}").st_ino, "the driver cannot reach the task"
     struck = time.monotonic()
     os.kill(first.pid, signal.SIGKILL)
-    app = wait_until("try 1's application ends", lambda: ended(yarn, app_id), timeout=120)
+    app = wait_until("try 1's application ends", lambda: ended_application(yarn, app_id), timeout=120)
     ended = time.monotonic() - struck
     wait_until("no container of the application runs", lambda: not processes(app_id) or None, timeout=60)
     orphan_left = leftovers(spark, database)
@@ -382,7 +382,7 @@ def test_on_kill_kills_the_yarn_application_and_its_abort_removes_the_staging(
     time.sleep(3)  # the write is running in the application's executor
     trial.signal_group(signal.SIGTERM)
     assert trial.wait() in ("failed", "up_for_retry")
-    app = wait_until("the application ends", lambda: ended(yarn, app_id), timeout=60)
+    app = wait_until("the application ends", lambda: ended_application(yarn, app_id), timeout=60)
     assert "on_kill: killing the Spark application" in (tmp_path / "try1.log").read_text(errors="replace")
     assert app["state"] == "KILLED", app
     abort_name = f"airflow-ctas abort spark_catalog.{target} try 1"

@@ -57,7 +57,7 @@ def application(yarn: YarnCluster, target: str, try_number: int) -> dict[str, An
     return max((a for a in yarn.apps() if a["name"] == name), key=lambda a: int(a["startedTime"]))
 
 
-def ended(yarn: YarnCluster, app_id: str) -> dict[str, Any] | None:
+def ended_application(yarn: YarnCluster, app_id: str) -> dict[str, Any] | None:
     """The application once it has ended, else None."""
     app = yarn.app(app_id)
     return app if app["state"] in ENDED else None
