@@ -59,6 +59,9 @@ APPROACHES = {
     "staging_copy": "(c) staging table, then copy into the target",
     "connect_plain": "(a_c) plain CTAS over the same Spark Connect server, partitioned (not atomic)",
     "connect_plain_flat": "(a_c') plain CTAS over the same Spark Connect server, unpartitioned (not atomic)",
+    "connect_plain_overwrite_flat": (
+        "(a_co') plain INSERT OVERWRITE over the same Spark Connect server, unpartitioned (not atomic)"
+    ),
     "connect_create": "(b) over Spark Connect, mode=create (partitioned)",
     "connect_replace_flip": "(b) over Spark Connect, mode=replace, same shape (unpartitioned): flip",
     "connect_replace_swap": "(b) over Spark Connect, mode=replace, partitioned: swap (opt-in)",
@@ -101,6 +104,7 @@ BASELINE = {
     "staging_copy": "plain",
     "connect_plain": "connect_plain",
     "connect_plain_flat": "connect_plain_flat",
+    "connect_plain_overwrite_flat": "connect_plain_overwrite_flat",
     "connect_create": "connect_plain",
     "connect_replace_flip": "connect_plain_flat",
     "connect_replace_swap": "connect_plain",
@@ -130,6 +134,7 @@ BASELINE = {
 SAME_OPERATION = {
     "atomic_replace_flip": "plain_overwrite_flat",
     "atomic_overwrite_partitions": "plain_overwrite",
+    "connect_replace_flip": "connect_plain_overwrite_flat",
 }
 # Targets that must exist before the timed runs (replacing an existing version), and the approach seeding them.
 REPLACING = {
@@ -138,6 +143,7 @@ REPLACING = {
     "atomic_replace_flip": ("replaced_flat", "atomic_create_flat"),
     "atomic_replace_swap": ("replaced", "atomic_create"),
     "atomic_overwrite_partitions": ("events", "atomic_overwrite_partitions"),
+    "connect_plain_overwrite_flat": ("overwritten_flat", "connect_plain_flat"),
     "connect_replace_flip": ("replaced_flat", "connect_create_flat"),
     "connect_replace_swap": ("replaced", "connect_create"),
     "connect_overwrite_partitions": ("events", "connect_overwrite_partitions"),
@@ -633,9 +639,10 @@ def render_report(data: dict[str, Any], rows: list[dict[str, Any]], plot_name: s
         "  overhead. The driver's phase times below do not depend on the machine's mood as wall times do.",
         "- 'vs the same plain operation': rebuilding an existing table is also set against the plain",
         "  statement a user runs for that, where one was measured: the flip against a plain `INSERT",
-        "  OVERWRITE` of an existing unpartitioned table (a_o'), `overwrite_partitions` against a plain",
-        "  dynamic `INSERT OVERWRITE` of an existing table's partitions (a_o). Both read the existing",
-        "  table's metadata and delete its old files, which a CTAS of a new table does not.",
+        "  OVERWRITE` of an existing unpartitioned table (a_o'; over Spark Connect, a_co'),",
+        "  `overwrite_partitions` against a plain dynamic `INSERT OVERWRITE` of an existing table's",
+        "  partitions (a_o). Both read the existing table's metadata and delete its old files, which a",
+        "  CTAS of a new table does not.",
         "",
         *([f"![ratio and publish time vs size]({plot_name})", ""] if plot_name else []),
         "| rows | approach | runs | median wall | vs baseline (min-max) | Δ wall | vs the same plain operation (Δ wall) | bytes written | vs baseline | publish | peak RSS (task) | Δ RSS | largest child | spark-submits |",  # noqa: E501

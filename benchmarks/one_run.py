@@ -86,8 +86,9 @@ def operator_source(approach: str, target: str, sql_file: str, result_file: str)
         verb = ["parquet", "overwrite"] if approach.startswith("plain_overwrite") else []
         args = [target, column, sql_file, result_file, *verb]
         return f"SparkSubmitOperator(task_id='ctas', application={str(APPS / 'plain_ctas.py')!r}, application_args={args!r}, conf={conf!r})"  # noqa: E501
-    if approach in ("connect_plain", "connect_plain_flat"):
-        args = [CONNECT_CONN_ID, target, column, sql_file, result_file]
+    if approach in ("connect_plain", "connect_plain_flat", "connect_plain_overwrite_flat"):
+        verb = ["overwrite"] if approach == "connect_plain_overwrite_flat" else []
+        args = [CONNECT_CONN_ID, target, column, sql_file, result_file, *verb]
         return (
             f"__import__('sys').path.insert(0, {str(APPS)!r})\n"
             f"    PythonOperator(task_id='ctas', python_callable=__import__('connect_plain').run, op_args={args!r})"

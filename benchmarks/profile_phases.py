@@ -3,7 +3,8 @@
     bash benchmarks/run.sh --profile [approach ...] [--rows 1e6]
 
 Runs each approach once on the embedded default (``one_run.py``: a one-task DAG run, spark-submit,
-Derby metastore), under py-spy sampling the task and every process it starts, idle time included
+Derby metastore; ``connect_*``: over the benchmark's Spark Connect server, where the phases run in the
+task process), under py-spy sampling the task and every process it starts, idle time included
 (a call waiting on the JVM counts: that is where Spark and the metastore spend it). Reports, per
 approach, the wall time each function of the driver's main thread was on the stack (inclusive), so
 a phase's seconds split into the catalog calls it made. Python-side only: a JVM-side cost shows as
@@ -38,12 +39,15 @@ from ctas_devstack import reports  # noqa: E402
 RATE = 50
 """Samples per second."""
 DRIVER_ENTRY = "airflow_ctas_app.py"
+CONNECT_ENTRY = "runners/spark_connect.py"
+"""Over Spark Connect the phases run in the task process, in the Connect runner's ``run``."""
 _FRAME = re.compile(r"(?P<function>.*) \((?P<file>[^()]*?):(?P<line>\d+)\)$")
 _PLUMBING = {"java_gateway.py", "clientserver.py", "socket.py", "threading.py", "socketserver.py"}
 
 
-def driver_profile(raw: Path) -> tuple[float, list[tuple[str, float]]]:
-    """Seconds on the driver's main thread, and per function the seconds it was on its stack."""
+def driver_profile(raw: Path, entry: str = DRIVER_ENTRY) -> tuple[float, list[tuple[str, float]]]:
+    """Seconds on the driver's main thread (from its frame naming ``entry``), and per function the
+    seconds it was on its stack."""
     inclusive: collections.Counter[str] = collections.Counter()
     total = 0
     for line in raw.read_text().splitlines():
@@ -53,8 +57,10 @@ def driver_profile(raw: Path) -> tuple[float, list[tuple[str, float]]]:
         # command line names the entry script too, so only the innermost counts).
         processes = [i for i, frame in enumerate(frames) if frame.startswith("process ")]
         frames = frames[processes[-1] + 1 :] if processes else frames
-        if not frames or DRIVER_ENTRY not in frames[0]:
+        start = next((i for i, frame in enumerate(frames) if entry in frame), None)
+        if start is None:
             continue
+        frames = frames[start:]
         samples = int(count)
         total += samples
         seen: set[str] = set()
@@ -72,7 +78,11 @@ def driver_profile(raw: Path) -> tuple[float, list[tuple[str, float]]]:
 def profile_one(root: Path, env: dict[str, str], approach: str, rows: int) -> dict[str, Any]:
     sql = root / "query.sql"
     sql.write_text(bench.SELECT.format(rows=rows))
-    bench.reset_tables(env, "profiled_")
+    connect = approach.startswith("connect_")
+    if connect:
+        bench.reset_connect_tables(env, "profiled_")
+    else:
+        bench.reset_tables(env, "profiled_")
     database = bench.database_of(approach)
     target = f"{database}.profiled_{approach}"
     if approach in bench.REPLACING:  # replacing an existing version, as the benchmark measures it
@@ -89,7 +99,7 @@ def profile_one(root: Path, env: dict[str, str], approach: str, rows: int) -> di
                str(result)]  # fmt: skip
     subprocess.run(command, env=env, check=True, capture_output=True)
     measured = json.loads(result.read_text())
-    seconds, functions = driver_profile(raw)
+    seconds, functions = driver_profile(raw, CONNECT_ENTRY if connect else DRIVER_ENTRY)
     return {
         "approach": approach,
         "rows": rows,
@@ -157,19 +167,21 @@ def main(argv: list[str] | None = None) -> int:
     unknown = [
         a
         for a in args.approaches
-        if a not in bench.APPROACHES or not a.startswith(("atomic_", *bench.FORMATS)) or "plain" in a
+        if a not in bench.APPROACHES or not a.startswith(("atomic_", "connect_", *bench.FORMATS)) or "plain" in a
     ]
     if unknown:
-        parser.error(f"not an atomic spark-submit approach of ctas_benchmark.py: {unknown}")
+        parser.error(f"not an atomic approach of ctas_benchmark.py: {unknown}")
     os.environ.pop("SPARK_SUBMIT_OPTS", None)  # Spark's settings are the harness's own, as in ctas_benchmark.py
     root = args.root.resolve()
     env, _ = bench.prepare(root)
-    formats = bench.start_format_world(root, env) if bench.in_format_world(args.approaches) else None
+    started = list(bench.start_format_world(root, env)) if bench.in_format_world(args.approaches) else []
+    if any(a.startswith("connect_") for a in args.approaches):
+        started.append(bench.start_connect_server(root, env))
     try:
         profiles = [profile_one(root, env, approach, int(args.rows)) for approach in args.approaches]
     finally:
-        if formats is not None:
-            formats.stop()
+        for service in started:
+            service.stop()
     args.out.parent.mkdir(parents=True, exist_ok=True)
     commit = reports.commit("airflow_provider_ctas", "benchmarks", "ctas_devstack")
     args.out.write_text(render(profiles, args.top, commit))

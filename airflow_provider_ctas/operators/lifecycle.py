@@ -182,7 +182,6 @@ class CtasLifecycle:
 
     def on_kill(self) -> None:
         if self._runner is not None:
-            self.log.info("on_kill: killing the Spark application")
             self._runner.kill()
         if self._txn is not None and self._context is not None:
             self._abort(self._context, self._txn, detach=True)

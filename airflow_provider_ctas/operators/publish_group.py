@@ -167,7 +167,6 @@ class PublishGroupOperator(BaseOperator):
 
     def on_kill(self) -> None:
         if self._runner is not None:
-            self.log.info("on_kill: killing the Spark application")
             self._runner.kill()
 
 

@@ -163,6 +163,8 @@ class SparkConnectRunner:
 
     def kill(self) -> None:
         spark = self._session
-        if spark is not None:
-            interrupted = spark.interruptAll()
-            self.log.info("[airflow-ctas] on_kill: interrupted %s Spark Connect operation(s)", len(interrupted))
+        if spark is None:  # an execution_timeout reaches on_kill after run() has closed its session
+            self.log.info("[airflow-ctas] on_kill: no Spark Connect session in progress here, nothing to interrupt")
+            return
+        interrupted = spark.interruptAll()
+        self.log.info("[airflow-ctas] on_kill: interrupted %s Spark Connect operation(s)", len(interrupted))

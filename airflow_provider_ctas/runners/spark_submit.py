@@ -386,8 +386,15 @@ class SparkSubmitRunner:
         if self._coordinator is not None:
             self._coordinator.refuse("the task is being killed")
         hook = self._hook
-        if hook is not None:
-            hook.on_kill()
+        if hook is None:
+            # An execution_timeout reaches on_kill after run() has unwound.
+            self.log.info(
+                "[airflow-ctas] on_kill: no Spark run in progress here, nothing to kill (a driver that still"
+                " runs ends once it finds this task's channel closed)"
+            )
+            return
+        self.log.info("[airflow-ctas] on_kill: killing the Spark application")
+        hook.on_kill()
 
 
 def _error(message: str) -> dict[str, str]:

@@ -195,7 +195,7 @@ CELLS = [
         {},
         slow_ms=300,
         extra=", execution_timeout=datetime.timedelta(seconds=30)",
-        try1_says="on_kill: killing the Spark application",
+        try1_says="on_kill: no Spark run in progress here",
     ),
     Cell(
         "task-hang-awaiting-decision",

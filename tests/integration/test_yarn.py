@@ -12,6 +12,7 @@ import signal
 import socket
 import time
 from collections.abc import Callable, Iterator
+from functools import partial
 from typing import Any
 
 import pytest
@@ -121,6 +122,33 @@ def _publish(yarn: YarnCluster, dag_id: str, app_target: str, mechanism: str, **
     assert txn["details"]["publish"]["mechanism"] == mechanism, txn["details"]["publish"]
     app = application(yarn, app_target, 1)
     assert txn["details"]["spark_application"]["id"] == app["id"] and app["finalStatus"] == "SUCCEEDED", app
+    return dict(txn)
+
+
+def _adopted_after_a_lost_task(
+    yarn: YarnCluster, tmp_path: Any, dag_id: str, app_target: str, mechanism: str, **dag: Any
+) -> dict[str, Any]:
+    """``durable=True``: try 1's driver in YARN writes and checks its staging; its task is SIGKILLed
+    while the driver waits for the decision. The driver keeps the staging and ends without
+    publishing; try 2 takes it over and publishes by ``mechanism`` without running the query: the
+    run's XCom transaction."""
+    make_dag(dag_id, conn_id="spark_yarn", retries=1, durable=True, **dag)
+    dag_file, progress = DAGS_FOLDER / f"{dag_id}.py", tmp_path / f"{dag_id}.progress"
+    faults = {"progress_file": str(progress), "before_decision": {"sleep": 600, "only_try": 1}}
+    first = Trial(dag_file, dag_id, "durable", tmp_path / f"{dag_id}-try1.log", faults).start()
+    wait_for_line(progress, "before_decision try=1", timeout=300)
+    first.signal_group(signal.SIGKILL)
+    first.wait()
+    app1 = application(yarn, app_target, 1)["id"]
+    second = Trial(dag_file, dag_id, "durable", tmp_path / f"{dag_id}-try2.log").start().wait()
+    assert second == "success", (tmp_path / f"{dag_id}-try2.log").read_text(errors="replace")[-3000:]
+    ended, app2 = ended_application(yarn, app1), application(yarn, app_target, 2)
+    assert ended is not None and ended["finalStatus"] != "SUCCEEDED", "try 1's driver published, or claimed to"
+    txn = xcom_value(dag_id, "durable", "ctas_transaction")
+    assert txn["details"]["spark_application"]["id"] == app2["id"] and app2["finalStatus"] == "SUCCEEDED", app2
+    assert txn["details"]["publish"]["mechanism"] == mechanism, txn["details"]["publish"]
+    assert txn["details"]["adopted_from_try"] == 1, txn["details"]
+    assert any("the query did not run" in p["note"] for p in txn["details"]["phases"]), txn["details"]["phases"]
     return dict(txn)
 
 
@@ -408,7 +436,9 @@ def test_iceberg_and_delta_tables_publish_the_same_way_in_cluster_mode(
     """A table of each format from a driver in a YARN container (Spark 4.1's, the format's jars
     shipped by YARN): a staged create's rename, then a same-shape replace and an
     ``overwrite_partitions`` (Iceberg, on the Iceberg REST catalog: a branch swap in one REST
-    commit; Delta: one Delta commit), each decided by the task over the channel. Iceberg on the Hive
+    commit; Delta: one Delta commit), each decided by the task over the channel. The replace is
+    ``durable=True`` and its try 1's task is SIGKILLed while the driver waits for the decision: the
+    driver keeps its checked staging, and try 2 takes it over and publishes it without the query. Iceberg on the Hive
     catalog from a YARN container: the publish is the same code, its catalog the metastore every
     other test of this module reaches from the cluster."""
     reader: TableReader
@@ -437,9 +467,11 @@ def test_iceberg_and_delta_tables_publish_the_same_way_in_cluster_mode(
     ]
     try:
         for mode, sql, rows, mechanism, audit in steps:
-            txn = _publish(yarn, f"yarn_{table_format}_{mode}", app_target, mechanism, conf=conf,
-                           table_format=table_format, target_table=target, mode=mode, sql=sql,
-                           partition_by=["k"], checks=audit)  # fmt: skip
+            # The replace is durable: its task is lost while the driver waits, and try 2 publishes.
+            durable = mode == "replace"
+            publish = partial(_adopted_after_a_lost_task, yarn, tmp_path) if durable else partial(_publish, yarn)
+            txn = publish(f"yarn_{table_format}_{mode}", app_target, mechanism, conf=conf, table_format=table_format,
+                          target_table=target, mode=mode, sql=sql, partition_by=["k"], checks=audit)  # fmt: skip
             assert txn["details"]["spark_application"]["version"] == SPARK_FOR_FORMATS
             passed = {c["name"]: (c["passed"], c["value"]) for c in txn["details"].get("checks", [])}
             assert passed == ({"row_count": (True, 120), "not_null(k)": (True, 0)} if audit else {}), mode

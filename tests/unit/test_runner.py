@@ -251,6 +251,35 @@ def test_detached_runs_get_their_own_session(hook):
     assert hook.calls[0]["popen"] == {"start_new_session": True}
 
 
+class _Timeout(BaseException):
+    """As Airflow's ``AirflowTaskTimeout``: raised in the task's thread, it unwinds ``run()``."""
+
+
+def test_on_kill_kills_a_running_submission_and_after_an_unwound_run_says_it_killed_nothing(hook, monkeypatch, caplog):
+    """A SIGTERM reaches ``on_kill`` while spark-submit runs; an ``execution_timeout`` reaches it
+    after ``run()`` unwound, when there is nothing left here to kill: the log says which."""
+    runner = spark_submit.SparkSubmitRunner(
+        conn_id="spark_default", conf=None, submit_options=None, log=logging.getLogger("kill")
+    )
+    submitted: list[RecordingHook] = []
+
+    def submit(self, application, **popen_kwargs):
+        submitted.append(self)
+        runner.kill()
+        raise _Timeout
+
+    monkeypatch.setattr(RecordingHook, "submit", submit)
+    with caplog.at_level(logging.INFO, logger="kill"), pytest.raises(_Timeout):
+        runner.run(PhaseRequest(phases=("abort",), table={}), name="n")
+    assert [h.killed for h in submitted] == [True]
+    with caplog.at_level(logging.INFO, logger="kill"):
+        runner.kill()
+    assert [r.getMessage().split(",")[0] for r in caplog.records] == [
+        "[airflow-ctas] on_kill: killing the Spark application",
+        "[airflow-ctas] on_kill: no Spark run in progress here",
+    ]
+
+
 def test_submit_options_are_an_allowlist():
     with pytest.raises(InvalidInputError, match="unsupported keys"):
         spark_submit.validate_submit_options({"post_submit_commands": ["rm -rf /"]})
