@@ -85,6 +85,12 @@ def test_replace_over_connect_flips_and_deletes_what_it_superseded(stack, connec
     assert len(parts) == 2, "over Connect a marker is a directory; publishing added a newer part"
     marker = markers.MarkerFile.parse(parts[-1].read_text())
     assert marker is not None and marker.txn_id == txn["txn_id"] and marker.published_at
+    stamped = properties(spark, target)
+    assert (stamped[markers.TXN_ID], stamped[markers.DAG_ID], stamped[markers.ROW_COUNT]) == (
+        txn["txn_id"],
+        "connect_replace_2",
+        "1234",
+    ), "the flip's provenance, recorded after it over Connect"
     assert leftovers(spark, database) == []
 
 

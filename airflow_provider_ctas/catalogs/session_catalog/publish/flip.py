@@ -36,6 +36,7 @@ def publish_by_flip(ctx: RunContext, pub: Publication) -> None:
     ctx.fault("publish_checked")
     started = time.monotonic()
     undo = ctx.catalog.relocate(target, new_location, properties)
+    stamped = undo is not None
     if undo is None:  # Spark Connect, or a provider with its own catalog: location now, provenance after
         undo = _set_location(ctx, new_location)
     flipped = time.monotonic()
@@ -56,7 +57,7 @@ def publish_by_flip(ctx: RunContext, pub: Publication) -> None:
         "location": new_location,
     }
     report.touched.append(f"{target} location {old_location} -> {new_location} ({flipped - started:.3f}s)")
-    if undo is None:
+    if not stamped:
         ctx.after_publish("record provenance", lambda: _stamp_if_still_ours(ctx, new_location, properties))
     if plan.registered_staging:
         ctx.after_publish("drop the staging metadata", lambda: ctx.catalog.drop(staging))
