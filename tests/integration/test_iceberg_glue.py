@@ -27,7 +27,15 @@ from tests.support.faults import Trial
 from tests.support.fixtures import S3_BUCKET
 from tests.support.format_scenarios import assert_zombie_fenced, zombie_in_publish_window
 from tests.support.gc import entries, gc_cli
-from tests.support.iceberg import ICEBERG_RUNTIME, iceberg_ctas, leftovers, probe, spark_jars, task_conf_on_spark41
+from tests.support.iceberg import (
+    ICEBERG_RUNTIME,
+    assert_reshaped,
+    iceberg_ctas,
+    leftovers,
+    probe,
+    spark_jars,
+    task_conf_on_spark41,
+)
 from tests.support.processes import wait_for_line
 from tests.support.table_reader import TableReader
 
@@ -91,7 +99,7 @@ def test_the_glue_server_refuses_an_update_at_a_stale_version(s3):
     assert client.get_table(DatabaseName="versions", Name="versioned")["Table"]["Parameters"] == {"v": "2"}
 
 
-def test_glue_catalog_creates_replaces_and_fences_a_zombie(stack, s3, reader, on_glue, tmp_path):
+def test_glue_catalog_creates_reshapes_replaces_and_fences_a_zombie(stack, s3, reader, on_glue, tmp_path):
     assert not any("SECRET" in key.upper() or SECRET_KEY in value for key, value in on_glue.items())
     created = f"{CATALOG}.{NAMESPACE}.created"
     state, txn = iceberg_ctas("glue_create", on_glue, target_table=created, sql="SELECT id FROM range(40)",
@@ -105,6 +113,7 @@ def test_glue_catalog_creates_replaces_and_fences_a_zombie(stack, s3, reader, on
     assert reader.properties(created)[markers.ROW_COUNT] == "40"
     assert leftovers(reader, f"{CATALOG}.{NAMESPACE}", created) == []
     assert SECRET_KEY not in str(txn)
+    assert_reshaped(reader, "glue_reshape", on_glue, f"{CATALOG}.{NAMESPACE}", created)
 
     target = f"{CATALOG}.{NAMESPACE}.fenced"
     since = len(s3.requests())

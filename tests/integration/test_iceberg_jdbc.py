@@ -14,7 +14,15 @@ import pytest
 from airflow_provider_ctas.core import markers
 from ctas_devstack.postgres import create_database, drop_database
 from tests.support.format_scenarios import assert_zombie_fenced, zombie_in_publish_window
-from tests.support.iceberg import ICEBERG_RUNTIME, iceberg_ctas, leftovers, probe, spark_jars, task_conf_on_spark41
+from tests.support.iceberg import (
+    ICEBERG_RUNTIME,
+    assert_reshaped,
+    iceberg_ctas,
+    leftovers,
+    probe,
+    spark_jars,
+    task_conf_on_spark41,
+)
 from tests.support.table_reader import TableReader
 
 pytestmark = [pytest.mark.integration, pytest.mark.slow, pytest.mark.formats]
@@ -53,7 +61,7 @@ def on_jdbc(monkeypatch, catalog_conf) -> dict[str, str]:
     return task_conf_on_spark41(monkeypatch, catalog_conf)
 
 
-def test_jdbc_catalog_creates_and_fences_a_zombie(stack, reader, on_jdbc, tmp_path):
+def test_jdbc_catalog_creates_reshapes_and_fences_a_zombie(stack, reader, on_jdbc, tmp_path):
     created = f"{CATALOG}.{NAMESPACE}.created"
     state, txn = iceberg_ctas("jdbc_create", on_jdbc, target_table=created, sql="SELECT id FROM range(40)",
                        checks=[{"type": "unique", "columns": ["id"]}])  # fmt: skip
@@ -63,6 +71,7 @@ def test_jdbc_catalog_creates_and_fences_a_zombie(stack, reader, on_jdbc, tmp_pa
     assert reader.value(f"SELECT count(*) FROM {created}") == 40
     assert reader.properties(created)[markers.ROW_COUNT] == "40"
     assert leftovers(reader, f"{CATALOG}.{NAMESPACE}", created) == []
+    assert_reshaped(reader, "jdbc_reshape", on_jdbc, f"{CATALOG}.{NAMESPACE}", created)
 
     target = f"{CATALOG}.{NAMESPACE}.fenced"
     scenario = probe("iceberg-jdbc", reader, f"{CATALOG}.{NAMESPACE}", target)

@@ -45,6 +45,24 @@ def iceberg_ctas(dag_id: str, conf: dict[str, str], **kwargs: Any) -> tuple[str,
     return run.task_state, xcom_value(dag_id, run.run_id, "ctas_transaction") or {}
 
 
+def assert_reshaped(reader: TableReader, dag_id: str, conf: dict[str, str], namespace: str, table: str) -> None:
+    """A ``replace`` of ``table`` (an ``id`` column of longs, unpartitioned) that changes ``id`` to a
+    string and partitions by ``bucket(4, id)``: published in one commit of the catalog, the old
+    version still readable in its own schema, nothing left."""
+    before = reader.value(f"SELECT snapshot_id FROM {table}.refs WHERE name = 'main'")
+    rows_before = reader.value(f"SELECT count(*) FROM {table}")
+    state, txn = iceberg_ctas(dag_id, conf, target_table=table, mode="replace", partition_by=["bucket(4, id)"],
+                              sql="SELECT CAST(id AS STRING) AS id FROM range(8)")  # fmt: skip
+    assert state == "success", txn
+    assert txn["details"]["publish"]["mechanism"] == "reshape"
+    assert reader.rows(f"SELECT typeof(id), count(*) FROM {table} GROUP BY 1") == [["string", 8]]
+    assert [r[1] for r in reader.rows(f"DESCRIBE TABLE {table}") if str(r[0]).startswith("Part ")] == ["bucket(4, id)"]
+    assert reader.rows(f"SELECT typeof(id), count(*) FROM {table} VERSION AS OF {before} GROUP BY 1") == [
+        ["bigint", rows_before]
+    ], "the replaced version, in its own schema"
+    assert leftovers(reader, namespace, table) == []
+
+
 def leftovers(reader: TableReader, namespace: str, table: str) -> list[str]:
     """Staging tables in ``namespace`` (``catalog.database``), branches other than main and fences on the table."""
     staging = [r[1] for r in reader.rows(f"SHOW TABLES IN {namespace}") if r[1].startswith("__ctas_")]
