@@ -89,6 +89,8 @@ def profile_one(root: Path, env: dict[str, str], approach: str, rows: int) -> di
         name, seeder = bench.REPLACING[approach]
         target = f"{database}.profiled_{name}"
         bench.run_one(root, env, seeder, target, sql)
+    elif connect:  # a Connect server that has run nothing yet runs its first statements cold
+        bench.run_one(root, env, approach, f"{database}.profiled_warmup", sql)
     raw, result = root / f"{approach}.raw", root / "result.json"
     result.unlink(missing_ok=True)
     py_spy = shutil.which("py-spy", path=env["PATH"])
@@ -131,9 +133,12 @@ def render(profiles: list[dict[str, Any]], shown: int, commit: str = "unknown") 
         + (
             f"Spark {bench.FORMAT_SPARK} with a metastore service (Iceberg/Delta)"
             if bench.in_format_world([p["approach"] for p in profiles])
-            else "the embedded default (spark-submit, local[2], Derby metastore)"
+            else "the embedded default (spark-submit, local[2], Derby metastore; `connect_*`: over a Spark Connect"
+            " server kept up and warmed by an untimed run, the phases in the task process)"
         )
         + f", one run per approach under py-spy at {RATE} samples/s, idle included.",
+        "Over Spark Connect the phases run in the task process: its main thread from the Connect runner on",
+        "stands for the driver's.",
         "Seconds a function of the driver's main thread was on the stack (inclusive: a phase includes",
         "its calls; a call waiting for the JVM or the metastore includes that wait). The first catalog",
         "call of a driver starts the Hive client and the metastore: a plain CTAS pays that too, in its",
