@@ -25,6 +25,7 @@ from tests.support.dags import DAGS_FOLDER, load_dag, make_dag, run_dag, xcom_va
 from tests.support.delta import DeltaReader, delta_conf
 from tests.support.faults import Reader, Trial, check_observations, summarize
 from tests.support.fixtures import REST_CATALOG
+from tests.support.format_scenarios import kill_task_at
 from tests.support.iceberg import iceberg_jar, task_conf_on_spark41
 from tests.support.iceberg import leftovers as iceberg_leftovers
 from tests.support.jvm import SparkInstall
@@ -133,15 +134,10 @@ def _adopted_after_a_lost_task(
     publishing; try 2 takes it over and publishes by ``mechanism`` without running the query: the
     run's XCom transaction."""
     make_dag(dag_id, conn_id="spark_yarn", retries=1, durable=True, **dag)
-    dag_file, progress = DAGS_FOLDER / f"{dag_id}.py", tmp_path / f"{dag_id}.progress"
-    faults = {"progress_file": str(progress), "before_decision": {"sleep": 600, "only_try": 1}}
-    first = Trial(dag_file, dag_id, "durable", tmp_path / f"{dag_id}-try1.log", faults).start()
-    wait_for_line(progress, "before_decision try=1", timeout=300)
-    first.signal_group(signal.SIGKILL)
-    first.wait()
+    kill_task_at(dag_id, "durable", "before_decision", dag["target_table"], tmp_path)
     app1 = application(yarn, app_target, 1)["id"]
-    second = Trial(dag_file, dag_id, "durable", tmp_path / f"{dag_id}-try2.log").start().wait()
-    assert second == "success", (tmp_path / f"{dag_id}-try2.log").read_text(errors="replace")[-3000:]
+    second = Trial(DAGS_FOLDER / f"{dag_id}.py", dag_id, "durable", tmp_path / "try2.log").start().wait()
+    assert second == "success", (tmp_path / "try2.log").read_text(errors="replace")[-3000:]
     ended, app2 = ended_application(yarn, app1), application(yarn, app_target, 2)
     assert ended is not None and ended["finalStatus"] != "SUCCEEDED", "try 1's driver published, or claimed to"
     txn = xcom_value(dag_id, "durable", "ctas_transaction")
