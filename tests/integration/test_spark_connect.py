@@ -78,7 +78,6 @@ def test_replace_over_connect_flips_and_deletes_what_it_superseded(stack, connec
     assert values.count(300) >= 2, "the reader watched the old version while the job ran"
     txn = transaction("connect_replace_2", second.run_id)
     assert txn["details"]["publish"]["mechanism"] == "flip"
-    assert txn["details"]["publish"]["seconds"] < 1.0
     assert not first_dir.exists(), "the superseded version (created by this provider) is deleted by the metastore"
     new_dir = location(spark, target)
     parts = sorted((new_dir / markers.MARKER_FILE).glob("part-*"), key=lambda p: (p.stat().st_mtime, p.name))

@@ -332,7 +332,9 @@ def test_a_cluster_mode_driver_killed_mid_write_fails_its_try_and_the_next_try_p
     state = first.wait()
     seconds = time.monotonic() - killed
     assert state in ("failed", "up_for_retry"), state
-    assert seconds < 60, f"the task took {seconds:.0f}s to see its driver gone"
+    # A liveness bound, not a speed figure: far under the test's wait, so a task that hung until some
+    # timeout fails here (108 s seen on a machine loaded twice over; 20-40 s on an idle one).
+    assert seconds < 240, f"the task took {seconds:.0f}s to see its driver gone"
     app = wait_until("the application ends", lambda: ended_application(yarn, app_id), timeout=60)
     assert app["finalStatus"] != "SUCCEEDED", app
     assert not table_exists(spark, target)

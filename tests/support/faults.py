@@ -29,6 +29,8 @@ def classify_read_error(exc: Exception) -> str:
         return "missing"
     if "FILE_NOT_EXIST" in text or "FileNotFoundException" in text:
         return "files-gone"
+    if "INCOMPATIBLE_TABLE_CHANGE_AFTER_ANALYSIS" in text:
+        return "schema-changed"  # Spark 4: a plan resolved on the old columns, scanned after a reshape
     return "unavailable"
 
 
