@@ -1,6 +1,7 @@
 """Backfills with Airflow's real scheduler: LocalExecutor on PostgreSQL, local-mode drivers and the
-shared metastore service, several runs in parallel; and ``on_kill`` on a Spark standalone cluster
-(client mode), which is what kills an application that runs elsewhere than its task.
+shared metastore service, several runs in parallel; a try whose supervisor (the executor's worker
+process that runs the task process and heartbeats for it) is SIGKILLed; and ``on_kill`` on a Spark
+standalone cluster (client mode), which is what kills an application that runs elsewhere than its task.
 
 Pass 1 backfills the logical dates, each overwriting its date's partition of a partitioned table
 (the first runs race to create it). Pass 2 reprocesses the completed runs with new data, with one
@@ -20,14 +21,18 @@ from contextlib import ExitStack
 from pathlib import Path
 from typing import Any
 
+import psutil
 import pytest
 
 from ctas_devstack.airflow_services import AirflowServices
 from ctas_devstack.cluster import StandaloneCluster
 from ctas_devstack.postgres import create_database, drop_database
 from tests.support.catalog import count, fresh, leftovers, partition_locations
-from tests.support.faults import classify_read_error
+from tests.support.faults import Reader, check_observations, classify_read_error, summarize
 from tests.support.fixtures import STOP_GRACE
+from tests.support.processes import find_processes
+from tests.support.reliability import record_cell
+from tests.support.waiting import wait_until
 
 # Two dates: the two runs of each pass race, as a backfill's first runs always do (issue 22's failure
 # was a first-publish race), and the loser switches its partition into the table the winner created;
@@ -82,6 +87,25 @@ with DAG(
     EmptyOperator(task_id="report")
 """
 
+SUPERVISED_DB = f"supervised_{uuid.uuid4().hex[:10]}"
+SUPERVISED = f"{SUPERVISED_DB}.dim"
+HEARTBEAT_TIMEOUT = 40
+"""The scheduler's ``task_instance_heartbeat_timeout`` here (300 s by default): how long a try whose
+supervisor is gone stays running before the scheduler fails it. Live supervisors heartbeat every
+few seconds, well within it even on a loaded machine."""
+SUPERVISED_SOURCE = """\
+import datetime
+import pendulum
+from airflow.sdk import DAG
+from airflow_provider_ctas.operators import AtomicCtasOperator
+
+with DAG("supervisor_killed", schedule=None, start_date=pendulum.datetime(2024, 1, 1, tz="UTC"), catchup=False,
+         is_paused_upon_creation=False, default_args={{"retries": 1, "retry_delay": datetime.timedelta(seconds=1)}}):
+    AtomicCtasOperator(task_id="ctas", target_table="{target}", mode="replace", conn_id="spark_local",
+                       sql="SELECT id, CAST({{{{ ti.try_number }}}} AS BIGINT) AS written_by_try FROM range(400)",
+                       conf={{"spark.task.maxFailures": "1"}})
+"""
+
 
 def expected(pass_number: int, day: int) -> int:
     return pass_number * 100 + day
@@ -93,6 +117,16 @@ def scheduler(metastore, spark, tmp_path_factory) -> Iterator[tuple[AirflowServi
     local mode (an executor JVM per application on a cluster would add CPU, not coverage: on_kill on
     the cluster is its own test)."""
     root = tmp_path_factory.mktemp("scheduler")
+    # The supervisor test holds try 1 after its prepare and try 2 after its begin, each until the test
+    # releases it, and sees where try 1's driver got to (the scheduler's tasks inherit this
+    # environment; only that test's target matches).
+    target = f"spark_catalog.{SUPERVISED}"
+    faults = {
+        "progress_file": str(root / "progress"),
+        "after_prepare": {"wait_for": str(root / "release1"), "only_try": 1, "only_target": target},
+        "after_begin": {"wait_for": str(root / "release2"), "only_try": 2, "only_target": target},
+        "before_publish": {"sleep": 0, "only_try": 1, "only_target": target},
+    }
     with ExitStack() as started:  # whatever started is stopped, even if a later step fails
         database = f"ctas_test_{uuid.uuid4().hex[:10]}"
         database_url = create_database(database)
@@ -106,6 +140,9 @@ def scheduler(metastore, spark, tmp_path_factory) -> Iterator[tuple[AirflowServi
             {
                 "AIRFLOW_CONN_SPARK_LOCAL": json.dumps({"conn_type": "spark", "host": "local[1]"}),
                 "AIRFLOW__CORE__PARALLELISM": "8",
+                "AIRFLOW__SCHEDULER__TASK_INSTANCE_HEARTBEAT_TIMEOUT": str(HEARTBEAT_TIMEOUT),
+                "AIRFLOW__SCHEDULER__TASK_INSTANCE_HEARTBEAT_TIMEOUT_DETECTION_INTERVAL": "5",
+                "AIRFLOW_CTAS_FAULTS": json.dumps(faults),
             },
         )
         started.callback(services.stop, STOP_GRACE)
@@ -304,6 +341,82 @@ def test_backfill_then_reprocess_is_atomic_per_partition(scheduler, spark, datab
             }
         )
     )
+
+
+def _try_of(services: AirflowServices, dag_id: str) -> tuple[int, str]:
+    rows = query(services, "SELECT try_number, state FROM task_instance WHERE dag_id = %s", dag_id)
+    return (int(rows[0][0]), str(rows[0][1])) if rows else (0, "none")
+
+
+def test_a_try_whose_supervisor_is_killed_is_failed_by_the_scheduler_and_cannot_publish_after_its_retry_began(
+    scheduler, spark
+):
+    """The worker process that supervises a try (runs its task process, heartbeats for it, relays its
+    API calls) is SIGKILLed while the try's driver holds after its prepare: the task process and its
+    driver are orphaned and keep running. The scheduler fails the try once its heartbeat times out and
+    starts try 2, which begins (fencing try 1) and is held; the orphan is released then, and whatever
+    it does, it must not publish; then try 2 publishes, and nothing of either try is left. (An orphan
+    that resumes before try 2 begins may publish: try 2 then reports it published, as a retry after
+    a lost task does.)"""
+    services, dags = scheduler
+    spark.sql(f"CREATE DATABASE {SUPERVISED_DB}")
+    old = "SELECT id, CAST(0 AS BIGINT) AS written_by_try FROM range(300)"  # try 2's shape: a flip publishes
+    spark.sql(f"CREATE TABLE {SUPERVISED} USING parquet AS {old}")
+    (dags / "supervised.py").write_text(SUPERVISED_SOURCE.format(target=SUPERVISED))
+    services.reserialize()
+    progress = services.root.parent / "progress"
+    reader = Reader(spark, SUPERVISED).start()
+    services.airflow("dags", "trigger", "supervisor_killed")
+
+    def reached(line: str) -> bool:
+        return progress.exists() and line in progress.read_text().splitlines()
+
+    wait_until("try 1 holds after its prepare", lambda: reached("after_prepare try=1"), timeout=300)
+    driver = find_processes("org.apache.spark.deploy.SparkSubmit", f"airflow-ctas spark_catalog.{SUPERVISED} try 1")
+    assert len(driver) == 1, driver
+    task = psutil.Process(driver[0]).parent()
+    assert task is not None
+    supervisor = task.parent()
+    assert supervisor is not None and "airflow" in " ".join(supervisor.cmdline()), supervisor
+    supervisor.kill()
+    killed = time.monotonic()
+    # Try 2 runs once the scheduler has failed try 1 (its heartbeat timed out), and holds after its begin.
+    wait_until("try 2 begins", lambda: reached("after_begin try=2"), timeout=HEARTBEAT_TIMEOUT + 240,
+               observe=lambda: _try_of(services, "supervisor_killed"))  # fmt: skip
+    failed_after, orphan_alive = round(time.monotonic() - killed), task.is_running()
+    (progress.parent / "release1").touch()  # the orphan resumes, fenced by try 2's begin
+    wait_until("the orphaned try's driver ends", lambda: not find_processes(f"spark_catalog.{SUPERVISED} try 1"),
+               timeout=120)  # fmt: skip
+    wait_until("the orphaned task process ends", lambda: not task.is_running(), timeout=120)
+    (progress.parent / "release2").touch()
+    runs = wait_for_runs(services, "supervisor_killed", 1, 600, closed=False)
+    values, left = reader.stop(), leftovers(spark, SUPERVISED_DB)
+    published, (try_number, state) = count(spark, SUPERVISED), _try_of(services, "supervisor_killed")
+    writers = [r[0] for r in fresh(spark).sql(f"SELECT DISTINCT written_by_try FROM {SUPERVISED}").collect()]
+    problem = check_observations(values, {300, 400}, 400)
+    lines = progress.read_text().splitlines()
+    resumed = [line.split()[0] for line in lines[lines.index("after_prepare try=1") + 1 :] if line.endswith("try=1")]
+    run_id = next(iter(runs))
+    log = "\n".join(task_log_lines(services, "supervisor_killed", run_id))
+    record_cell(
+        "supervisor-killed",
+        {"order": 106, "fault": "SIGKILL the try's supervisor (the executor's worker process), its task process "
+         "and driver orphaned; the scheduler's real LocalExecutor, retries=1", "when": "after prepare, held until "
+         "try 2 began", "mode": "replace",
+         "try1": f"failed by the scheduler, try 2 begun {failed_after}s after the kill (heartbeat timeout "
+         f"{HEARTBEAT_TIMEOUT}s); its task process {'was still running' if orphan_alive else 'had ended'} then; "
+         f"released, its driver reached {resumed or 'no further point'} and published nothing",
+         "left1": [], "try2": f"{state} (try {try_number})", "left2": left, "seen": summarize(values),
+         "rows": published, "ok": problem is None and published == 400 and writers == [2] and not left,
+         "problem": problem,
+         "seconds": round(time.monotonic() - killed)},
+    )  # fmt: skip
+    assert list(runs.values()) == ["success"], log
+    assert (try_number, state) == (2, "success"), log
+    assert problem is None, f"{problem}: {summarize(values)}"
+    assert (published, writers) == (400, [2]), f"try 2's version stays, not the orphan's: {writers}\n{log}"
+    assert left == [], left
+    spark.sql(f"DROP DATABASE {SUPERVISED_DB} CASCADE")
 
 
 def test_on_kill_kills_the_application_on_the_cluster(cluster, stack, spark, database, tmp_path):
