@@ -9,6 +9,10 @@
 #                                                 derby; postgres: scripts/postgres.sh's server)
 #   --cluster local|yarn                          where the drivers run: beside their task (default), or in
 #                                                 the dev stack's YARN in cluster deploy mode (parquet only)
+#   --storage local|s3                            where the tables live: the local disk (default), or a bucket of
+#                                                 the dev stack's S3 server that the drivers reach through a fault
+#                                                 proxy, which adds the store going down to the faults (parquet,
+#                                                 local drivers)
 # Further arguments go to pytest (e.g. -n 1). bash scripts/publish_reports.sh publishes the report.
 set -euo pipefail
 cd "$(dirname "$0")/.."
@@ -18,6 +22,7 @@ replay=""
 formats="parquet"
 metastore="derby"
 cluster="local"
+storage="local"
 while [ "$#" -gt 0 ]; do
   case "$1" in
     --runs) runs="$2"; shift 2 ;;
@@ -26,6 +31,7 @@ while [ "$#" -gt 0 ]; do
     --formats) formats="$2"; shift 2 ;;
     --metastore) metastore="$2"; shift 2 ;;
     --cluster) cluster="$2"; shift 2 ;;
+    --storage) storage="$2"; shift 2 ;;
     *) break ;;
   esac
 done
@@ -37,10 +43,12 @@ done
 [[ "$metastore" =~ ^(derby|postgres)$ ]] || { echo "soak.sh: --metastore takes derby or postgres, not '$metastore'" >&2; exit 2; }
 [[ "$cluster" =~ ^(local|yarn)$ ]] || { echo "soak.sh: --cluster takes local or yarn, not '$cluster'" >&2; exit 2; }
 [ "$cluster" = local ] || [ "$formats" = parquet ] || { echo "soak.sh: --cluster yarn runs parquet tables only (--formats parquet)" >&2; exit 2; }
+[[ "$storage" =~ ^(local|s3)$ ]] || { echo "soak.sh: --storage takes local or s3, not '$storage'" >&2; exit 2; }
+[ "$storage" = local ] || { [ "$formats" = parquet ] && [ "$cluster" = local ]; } || { echo "soak.sh: --storage s3 runs parquet tables with local drivers (--formats parquet --cluster local)" >&2; exit 2; }
 bash scripts/setup.sh
 export PATH="$PWD/.venv/bin:$PATH"
 mkdir -p build/reports .ctas-local
-export CTAS_SOAK_FORMATS="$formats" CTAS_TEST_METASTORE_DB="$metastore" CTAS_SOAK_CLUSTER="$cluster"
+export CTAS_SOAK_FORMATS="$formats" CTAS_TEST_METASTORE_DB="$metastore" CTAS_SOAK_CLUSTER="$cluster" CTAS_SOAK_STORAGE="$storage"
 if [ "$metastore" = postgres ] && [ "$(bash scripts/postgres.sh start)" = started ]; then
   trap 'bash scripts/postgres.sh stop >/dev/null' EXIT
 fi
@@ -49,7 +57,7 @@ if [ -n "$replay" ]; then
   echo "soak.sh: replaying run $replay"
   export CTAS_SOAK_REPLAY="$replay"
 else
-  echo "soak.sh: $runs runs of $formats tables from seed $seed (replay all of them: bash scripts/soak.sh --runs $runs --seed $seed --formats $formats --metastore $metastore --cluster $cluster)"
+  echo "soak.sh: $runs runs of $formats tables from seed $seed (replay all of them: bash scripts/soak.sh --runs $runs --seed $seed --formats $formats --metastore $metastore --cluster $cluster --storage $storage)"
   export CTAS_SOAK_RUNS="$runs" CTAS_SOAK_SEED="$seed"
 fi
 pytest tests/soak -m soak -p no:randomly "$@"

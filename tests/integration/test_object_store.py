@@ -25,7 +25,15 @@ from tests.support.dags import DAGS_FOLDER, make_dag, run_dag, xcom_value
 from tests.support.faults import Reader, Trial, check_observations, summarize, wait_for_drivers_to_exit
 from tests.support.fixtures import S3_BUCKET
 from tests.support.gc import entries, gc_cli
-from tests.support.objectstore import copies_since, key_of, keys, s3_leftovers, table_type, uploads
+from tests.support.objectstore import (
+    FLAKY_RETRIES,
+    copies_since,
+    key_of,
+    keys,
+    s3_leftovers,
+    table_type,
+    uploads,
+)
 from tests.support.phases import executor_for, held_at, run_all
 from tests.support.processes import kill_spark_driver, wait_for_line
 from tests.support.reliability import NEW_ROWS, OLD_ROWS, record_cell
@@ -293,10 +301,6 @@ def test_swap_and_gc_on_s3(stack, spark, s3, s3_database, monkeypatch, tmp_path)
 
 
 FLAKY_BUCKET = "flaky"
-FLAKY_RETRIES = {"retry.limit": "2", "retry.interval": "100ms", "retry.throttle.limit": "2",
-                 "retry.throttle.interval": "100ms", "attempts.maximum": "2"}  # fmt: skip
-"""S3A's retries for the flaky bucket, cut so that a store that stays down fails a call in seconds
-(its defaults retry a throttled call for minutes first, which would only make this test slow)."""
 
 
 @pytest.fixture

@@ -46,6 +46,13 @@ timeout: the try outlives the task's ``execution_timeout`` while it is held at t
 while the try is held at the point, the task instance is cleared and its next try starts beside it
 (the held try is then a zombie that must not publish); the run ends with that next try."""
 
+STORAGES = ("local", "s3")
+"""Where a file-format soak's tables live: the local disk, or a bucket of the dev stack's S3 server
+that the drivers reach through a fault proxy (``scripts/soak.sh --storage s3``)."""
+S3_KINDS = ("s3-down",)
+"""Drawn when the tables are on S3 as well: the store answers every request of the drivers ``503``
+for a while from the point on (as a store that is down does), then recovers."""
+
 CLEAR_POINTS = ("after_begin", "after_prepare", "before_publish")
 """Where a cleared try is held while its next try runs: before it published."""
 AFTER_COMMIT_POINTS = frozenset({"after_publish"})
@@ -74,6 +81,7 @@ class Schedule:
     faults: tuple[Fault, ...]
     """One per faulted try, in order; the try after the last one runs without a fault."""
     table_format: str = "parquet"
+    storage: str = "local"
 
     @property
     def slow(self) -> bool:
@@ -84,6 +92,7 @@ class Schedule:
     def __str__(self) -> str:
         faults = ", ".join(f"try {i}: {f}" for i, f in enumerate(self.faults, 1)) or "none"
         table = "" if self.table_format == "parquet" else f"{self.table_format} "
+        table += "" if self.storage == "local" else f"on {self.storage} "
         return f"seed {self.seed}: {table}{self.mode}{' durable' if self.durable else ''}; {faults}"
 
 
@@ -92,8 +101,8 @@ def run_seeds(seed: int, runs: int) -> list[int]:
     return [rng.randrange(1, 2**31) for _ in range(runs)]
 
 
-def _fault(rng: random.Random, mode: str, table_format: str) -> Fault:
-    kind = rng.choice(KINDS)
+def _fault(rng: random.Random, mode: str, table_format: str, kinds: tuple[str, ...]) -> Fault:
+    kind = rng.choice(kinds)
     driver_points = DRIVER_POINTS + mode_points(table_format, mode)
     if kind == "query-fails":
         return Fault(kind, "")
@@ -101,7 +110,7 @@ def _fault(rng: random.Random, mode: str, table_format: str) -> Fault:
         return Fault(kind, rng.choice(driver_points))
     if kind == "metastore-restart":
         return Fault(kind, rng.choice(("after_prepare", "before_publish")))
-    if kind == "kill-driver":
+    if kind in ("kill-driver", "s3-down"):
         return Fault(kind, rng.choice((*driver_points, MID_WRITE)))
     if kind == "timeout":
         return Fault(kind, rng.choice((*driver_points, TASK_POINT)))
@@ -110,9 +119,14 @@ def _fault(rng: random.Random, mode: str, table_format: str) -> Fault:
     return Fault(kind, rng.choice((*driver_points, TASK_POINT, MID_WRITE)))
 
 
-def schedule_for(seed: int, formats: tuple[str, ...] = ("parquet",)) -> Schedule:
-    """The run ``seed`` decides among tables of ``formats``. The format is drawn apart from the rest,
-    so a seed's file-format run is the same whichever formats a soak also covers."""
+def schedule_for(seed: int, formats: tuple[str, ...] = ("parquet",), storage: str = "local") -> Schedule:
+    """The run ``seed`` decides among tables of ``formats`` on ``storage``. The format is drawn apart
+    from the rest, so a seed's file-format run is the same whichever formats a soak also covers."""
+    if storage not in STORAGES:
+        raise ValueError(f"soak storage is one of {', '.join(STORAGES)}, not {storage!r}")
+    if storage == "s3" and formats != ("parquet",):
+        raise ValueError("a soak on S3 runs file-format tables only (--formats parquet)")
+    kinds = KINDS + S3_KINDS if storage == "s3" else KINDS
     table_format = random.Random(f"format:{seed}").choice(formats) if len(formats) > 1 else formats[0]
     rng = random.Random(seed)
     mode = rng.choice(MODES if table_format == "parquet" else FORMAT_MODES)
@@ -120,10 +134,10 @@ def schedule_for(seed: int, formats: tuple[str, ...] = ("parquet",)) -> Schedule
     faulted = rng.choices((0, 1, 2), weights=(1, 6, 3))[0]
     faults: list[Fault] = []
     for _ in range(faulted):
-        faults.append(_fault(rng, mode, table_format))
+        faults.append(_fault(rng, mode, table_format, kinds))
         if faults[-1].kind == "clear":  # its next try runs beside it, without a fault: the last one
             break
-    return Schedule(seed, mode, durable, tuple(faults), table_format)
+    return Schedule(seed, mode, durable, tuple(faults), table_format, storage)
 
 
 def formats_from(text: str) -> tuple[str, ...]:

@@ -5,14 +5,18 @@ runtime: ``tests/support/table_reader.py``)."""
 
 from __future__ import annotations
 
-from typing import Any, Protocol
+from typing import TYPE_CHECKING, Any, Protocol
 
 from tests.support.catalog import database_dir, fresh, leftovers
 from tests.support.delta import DeltaReader
 from tests.support.faults import Reader, classify_read_error
 from tests.support.iceberg import CATALOG
 from tests.support.iceberg import leftovers as iceberg_leftovers
+from tests.support.objectstore import s3_leftovers
 from tests.support.table_reader import TablePoller, TableReader
+
+if TYPE_CHECKING:
+    from ctas_devstack.s3 import S3Server
 
 
 class Watch(Protocol):
@@ -46,6 +50,18 @@ class SoakTable:
 
     def leftovers(self) -> list[str]:
         return leftovers(self.spark, self.database)
+
+
+class S3SoakTable(SoakTable):
+    """A file-format table in a database in ``bucket`` of the S3 server: what is left is read in the
+    bucket (staging directories, write debris, incomplete multipart uploads)."""
+
+    def __init__(self, spark: Any, database: str, name: str, server: S3Server, bucket: str) -> None:
+        super().__init__(spark, database, name)
+        self.server, self.bucket = server, bucket
+
+    def leftovers(self) -> list[str]:
+        return s3_leftovers(self.spark, self.server, self.bucket, self.database)
 
 
 class FormatTable(SoakTable):

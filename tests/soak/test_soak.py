@@ -3,7 +3,8 @@
 Each run (``tests/soak/schedule.py`` draws it from its seed) makes one task instance on the realistic
 stack (the metastore service, real spark-submit drivers, Airflow tries as separate processes): a
 target per mode, then one try per scheduled fault (killed, terminated, its driver killed, an
-exception in the driver, a failing query, the metastore restarted, timed out by Airflow), then a
+exception in the driver, a failing query, the metastore restarted, timed out by Airflow; with
+``--storage s3``, the object store down for the drivers), then a
 try without one; or a try held while its task instance is cleared, its next try running beside it.
 A reader polls the target all along. Checked:
 
@@ -24,10 +25,12 @@ build/reports/soak.md.
 
 from __future__ import annotations
 
+import contextlib
 import os
 import random
 import signal
 import time
+import uuid
 from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
@@ -36,6 +39,8 @@ import pytest
 
 from airflow_provider_ctas.core import errors
 from airflow_provider_ctas.core.transaction import TransactionKey
+from ctas_devstack.fault_proxy import FaultProxy
+from ctas_devstack.s3 import S3Server
 from ctas_devstack.yarn import YarnCluster
 from tests.soak.schedule import (
     AFTER_COMMIT_POINTS,
@@ -46,13 +51,14 @@ from tests.soak.schedule import (
     run_seeds,
     schedule_for,
 )
-from tests.soak.tables import SoakTable, soak_table
+from tests.soak.tables import S3SoakTable, SoakTable, soak_table
 from tests.support.catalog import database_dir
 from tests.support.dags import DAGS_FOLDER, make_dag, xcom_value
 from tests.support.delta import DeltaReader, delta_conf
 from tests.support.faults import Trial, check_observations, summarize, wait_for_drivers_to_exit
 from tests.support.fixtures import METASTORE_DATABASE, STOP_GRACE
 from tests.support.iceberg import IcebergReader, iceberg_conf, task_conf_on_spark41
+from tests.support.objectstore import FLAKY_RETRIES, keys
 from tests.support.phases import executor_for, run_all
 from tests.support.processes import kill_spark_driver
 from tests.support.soak_report import record_run
@@ -87,15 +93,29 @@ PAUSE_SECONDS = 15
 CLUSTER = os.environ.get("CTAS_SOAK_CLUSTER", "local")
 """Where the drivers run (``scripts/soak.sh --cluster``): beside their task (local), or in YARN
 containers in cluster deploy mode (yarn), in a network that cannot reach the task's host."""
-TIMEOUT_SECONDS = {"parquet": 30, "iceberg": 75, "delta": 75} if CLUSTER == "local" else {"parquet": 120}
+STORAGE = os.environ.get("CTAS_SOAK_STORAGE", "local")
+"""Where the tables live (``scripts/soak.sh --storage``): the local disk, or the S3 server's bucket
+``SOAK_BUCKET``, which the drivers reach through a fault proxy (the ``s3-down`` fault) and the
+metastore service and the readers reach directly."""
+SOAK_BUCKET = "soak"
+TIMEOUT_SECONDS = (
+    {"parquet": 30, "iceberg": 75, "delta": 75}
+    if CLUSTER == "local" and STORAGE == "local"
+    else {"parquet": 60 if CLUSTER == "local" else 120}
+)
 """The task's ``execution_timeout`` in a run with a timeout fault (a try without one takes 10-20 s
-here for a file-format table, 25-45 s for Iceberg and Delta on their Spark 4.1 drivers, 40-70 s
-for a file-format table whose driver runs in YARN)."""
+here for a file-format table (20-35 s on S3), 25-45 s for Iceberg and Delta on their Spark 4.1
+drivers, 40-70 s for a file-format table whose driver runs in YARN)."""
+S3_DOWN_SECONDS = (1, 20)
+"""How long the store stays down for the drivers (drawn); their S3A retries are cut
+(``FLAKY_RETRIES``), so an outage fails the calls it meets."""
 FORMATS = formats_from(os.environ.get("CTAS_SOAK_FORMATS", "parquet"))
 """The table formats the soak's runs draw from (``scripts/soak.sh --formats``)."""
 REPLAY = "bash scripts/soak.sh" + ("" if FORMATS == ("parquet",) else " --formats " + ",".join(FORMATS))
 if CLUSTER != "local":
     REPLAY += f" --cluster {CLUSTER}"
+if STORAGE != "local":
+    REPLAY += f" --storage {STORAGE}"
 if os.environ.get(METASTORE_DATABASE, "derby") != "derby":
     REPLAY += f" --metastore {os.environ[METASTORE_DATABASE]}"
 REPLAY += " --replay"
@@ -150,6 +170,35 @@ def format_readers(metastore, tmp_path_factory) -> Iterator[Callable[[str], Tabl
     yield reader
     for session in readers.values():
         session.close()
+
+
+@pytest.fixture(scope="module")
+def store_proxy(s3: S3Server) -> Iterator[FaultProxy | None]:
+    """With ``--storage s3``, the proxy between the drivers and the S3 server; else None."""
+    if STORAGE != "s3":
+        yield None
+        return
+    with contextlib.suppress(Exception):  # made by an earlier module of the session
+        s3.client().create_bucket(Bucket=SOAK_BUCKET)
+    proxy = FaultProxy(("127.0.0.1", s3.port)).start()
+    try:
+        yield proxy
+    finally:
+        proxy.stop()
+
+
+@pytest.fixture
+def soak_database(request: pytest.FixtureRequest, spark: Any, store_proxy: FaultProxy | None) -> Iterator[str]:
+    """The run's database: the test's own, or with ``--storage s3`` one in the soak's bucket."""
+    if store_proxy is None:
+        yield request.getfixturevalue("database")
+        return
+    name = f"soak_{uuid.uuid4().hex[:10]}"
+    spark.sql(f"CREATE DATABASE {name} LOCATION 's3a://{SOAK_BUCKET}/{name}.db'")
+    try:
+        yield name
+    finally:
+        spark.sql(f"DROP DATABASE IF EXISTS {name} CASCADE")
 
 
 @pytest.fixture(scope="module")
@@ -216,29 +265,29 @@ def _fault_spec(fault: Fault, try_number: int, release: Path, table_format: str)
 
 
 def _writing(staging: Path) -> bool:
-    names = [p.name for p in staging.iterdir()] if staging.is_dir() else []
-    return any(name.startswith(("_temporary", ".spark-staging")) for name in names)
+    return _debris([p.name for p in staging.iterdir()] if staging.is_dir() else [])
 
 
 def _reached(progress: Path, point: str, try_number: int) -> bool:
     return progress.exists() and f"{point} try={try_number}" in progress.read_text().splitlines()
 
 
-def _act(fault: Fault, trial: Trial, progress: Path, staging: Path | None, target: str, metastore: Any,
-         yarn: YarnCluster | None, try_number: int, rng: random.Random) -> bool:  # fmt: skip
+def _act(fault: Fault, trial: Trial, progress: Path, writing: Callable[[], bool] | None, target: str,
+         services: tuple[Any, YarnCluster | None, FaultProxy | None], try_number: int,
+         rng: random.Random) -> bool:  # fmt: skip
     """Make ``fault`` happen to the running try; False when the try ended before it could land (a
     try with nothing to write, after an earlier try published). A timeout lands by itself (Airflow
     raises it in the held task); a clear is held here and resumed by ``_clear``. Mid-write: once the
-    staging directory has write debris (a file-format table), or once the driver reached the point
-    right before an Iceberg or Delta write (whose files go straight to the table's data)."""
+    staging directory has write debris (``writing``: a file-format table), or once the driver reached
+    the point right before an Iceberg or Delta write (whose files go straight to the table's data)."""
+    metastore, yarn, store = services
     if fault.kind in ("raise", "query-fails"):
         return True
     if fault.point == MID_WRITE:
         where = "the try's write to start"
-        started = (lambda: _writing(staging)) if staging is not None else (
-            lambda: _reached(progress, "before_write", try_number))  # fmt: skip
+        started = writing if writing is not None else (lambda: _reached(progress, "before_write", try_number))
         landed = wait_until(where, lambda: started() or (not trial.running() and "ended"), 240, 0.05)
-        time.sleep(rng.uniform(0.2, 2.0) if staging is not None else rng.uniform(0.5, 3.0))
+        time.sleep(rng.uniform(0.2, 2.0) if writing is not None else rng.uniform(0.5, 3.0))
     else:
         where = f"the try to reach {fault.point}"
         landed = wait_until(
@@ -260,14 +309,45 @@ def _act(fault: Fault, trial: Trial, progress: Path, staging: Path | None, targe
             time.sleep(rng.uniform(1, 6))
         finally:
             metastore.start()
+    elif fault.kind == "s3-down":
+        assert store is not None, "s3-down is drawn for tables on S3 only"
+        store.unavailable()
+        try:
+            time.sleep(rng.uniform(*S3_DOWN_SECONDS))
+        finally:
+            store.unavailable(False)
     return True
 
 
-def test_soak_run(run_seed, stack, spark, database, tmp_path, metastore, yarn, format_readers, monkeypatch):
-    schedule = schedule_for(run_seed, FORMATS)
+def _through(proxy: FaultProxy) -> dict[str, str]:
+    """The task's conf for drivers that reach the soak's bucket through ``proxy``, with S3A's retries
+    cut, so that an outage of the drawn length fails calls instead of being waited out."""
+    settings = {"endpoint": proxy.url, **FLAKY_RETRIES}
+    return {f"spark.hadoop.fs.s3a.bucket.{SOAK_BUCKET}.{key}": value for key, value in settings.items()}
+
+
+def _debris(names: list[str]) -> bool:
+    return any(part.startswith(("_temporary", ".spark-staging")) for name in names for part in name.split("/"))
+
+
+def _staging_writing(spark: Any, s3: S3Server, database: str, staging: str) -> Callable[[], bool]:
+    """Whether a try's staging directory has write debris yet, on the local disk or in the bucket."""
+    if STORAGE == "s3":
+        return lambda: _debris(keys(s3, SOAK_BUCKET, f"{database}.db/{staging}/"))
+    directory = database_dir(spark, database) / staging
+    return lambda: _writing(directory)
+
+
+def test_soak_run(run_seed, stack, spark, soak_database, tmp_path, metastore, yarn, format_readers, s3,
+                  store_proxy, monkeypatch):  # fmt: skip
+    schedule = schedule_for(run_seed, FORMATS, STORAGE)
     rng = random.Random(run_seed)
     print(f"soak run {schedule}; replay: {REPLAY} {run_seed}")
-    table = soak_table(spark, database, f"soak_{run_seed}", format_readers(schedule.table_format))
+    database = soak_database
+    if store_proxy is not None:
+        table: SoakTable = S3SoakTable(spark, database, f"soak_{run_seed}", s3, SOAK_BUCKET)
+    else:
+        table = soak_table(spark, database, f"soak_{run_seed}", format_readers(schedule.table_format))
     target = table.name
     dag_id, run_id = f"soak_{run_seed}", f"soak__{run_seed}"
     _seed_target(schedule, spark, table)
@@ -283,6 +363,7 @@ def test_soak_run(run_seed, stack, spark, database, tmp_path, metastore, yarn, f
         conf={
             **_task_conf(schedule.table_format, metastore, monkeypatch),
             **(use_yarn(yarn, monkeypatch) if yarn else {}),
+            **(_through(store_proxy) if store_proxy else {}),
         },
         table_format=schedule.table_format,
         **({"conn_id": YARN_CONN_ID} if yarn else {}),
@@ -297,8 +378,8 @@ def test_soak_run(run_seed, stack, spark, database, tmp_path, metastore, yarn, f
     reader = table.watch()
     started, problems, tries, after_commit_publishes, succeeded = time.monotonic(), list[str](), list[str](), 0, False
     for try_number, fault in enumerate(schedule.faults, 1):
-        staging = (
-            database_dir(spark, database) / f"__ctas_{txn_tag}_s{try_number}"
+        writing = (
+            _staging_writing(spark, s3, database, f"__ctas_{txn_tag}_s{try_number}")
             if table.table_format == "parquet"
             else None
         )
@@ -306,7 +387,7 @@ def test_soak_run(run_seed, stack, spark, database, tmp_path, metastore, yarn, f
         release = tmp_path / f"release{try_number}"
         faults = {"progress_file": str(progress), **_fault_spec(fault, try_number, release, table.table_format)}
         trial = Trial(dag_file, dag_id, run_id, tmp_path / f"try{try_number}.log", faults).start()
-        landed = _act(fault, trial, progress, staging, target, metastore, yarn, try_number, rng)
+        landed = _act(fault, trial, progress, writing, target, (metastore, yarn, store_proxy), try_number, rng)
         if fault.kind == "clear":
             beside, problem = _clear(
                 trial, fault.point, landed, release, progress, try_number, rng, (dag_file, dag_id, run_id), tmp_path
@@ -338,6 +419,7 @@ def test_soak_run(run_seed, stack, spark, database, tmp_path, metastore, yarn, f
             "schedule": str(schedule),
             "format": schedule.table_format,
             "cluster": CLUSTER,
+            "storage": STORAGE,
             "mode": schedule.mode,
             "durable": schedule.durable,
             "faults": [str(f) for f in schedule.faults],

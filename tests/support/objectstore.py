@@ -13,6 +13,12 @@ if TYPE_CHECKING:
 
     from ctas_devstack.s3 import S3Server
 
+FLAKY_RETRIES = {"retry.limit": "2", "retry.interval": "100ms", "retry.throttle.limit": "2",
+                 "retry.throttle.interval": "100ms", "attempts.maximum": "2"}  # fmt: skip
+"""S3A's retries (``fs.s3a.bucket.<bucket>.<key>``) for a bucket behind a fault proxy, cut so that a
+store that stays down fails a call in seconds (its defaults retry a throttled call for minutes
+first, which would only make a test slow)."""
+
 
 def keys(server: S3Server, bucket: str, prefix: str) -> list[str]:
     client, found, token = server.client(), [], None
