@@ -40,7 +40,13 @@ from tests.support.waiting import wait_until
 # (each is a task process, a driver and an executor JVM, and a downstream run). Templated per-date
 # targets (the example DAG's ``daily_orders_{{ ds_nodash }}``) are run by test_examples.py and
 # test_assets.py.
-pytestmark = [pytest.mark.integration, pytest.mark.slow, pytest.mark.timeout(2400), pytest.mark.scheduler]
+pytestmark = [
+    pytest.mark.integration,
+    pytest.mark.slow,
+    pytest.mark.timeout(2400),
+    pytest.mark.scheduler,
+    pytest.mark.xdist_group("scheduler"),  # one scheduler for the backfill and the supervisor tests
+]
 
 DAYS = 2
 FAIL_DAY = 2
