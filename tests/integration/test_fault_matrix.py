@@ -193,8 +193,10 @@ CELLS = [
         "create",
         wait_only,
         {},
-        slow_ms=300,
-        extra=", execution_timeout=datetime.timedelta(seconds=30)",
+        # Try 1's query sleeps at least 60 s in each of its 4 tasks, so the timeout strikes mid-write;
+        # try 2 (no sleep) has the same 60 s for all of it (30 s was too little on a loaded machine).
+        slow_ms=600,
+        extra=", execution_timeout=datetime.timedelta(seconds=60)",
         try1_says="on_kill: no Spark run in progress here",
     ),
     Cell(
@@ -366,5 +368,7 @@ def test_fault(cell: Cell, stack, spark, database, tmp_path, metastore, request)
     assert rows == NEW_ROWS
     assert problem is None, f"{problem}: {summarize(values)}; read errors: {reader.unavailable[:3]}"
     assert left == [], f"left behind after try 2: {left}"
+    if cell.id == "raise-after-publish":  # try 2 re-ran a published try: try 1's version is superseded
+        assert staging_dir.exists(), "try 1's published version is kept for the retention, not deleted"
     assert cell.try1_says in (tmp_path / "try1.log").read_text(errors="replace")
     assert cell.try2_says in (tmp_path / "try2.log").read_text(errors="replace")

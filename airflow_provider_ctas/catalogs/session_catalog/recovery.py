@@ -164,6 +164,13 @@ def _clean_orphan_directories(ctx: RunContext, up_to: int, keep_try: int | None)
         marker = ctx.catalog.read_marker(path)
         if marker is not None and marker.try_number > up_to:
             continue  # adopted by a newer try, which holds it now
+        if ctx.catalog.superseded_record(path) is not None:
+            continue  # a version this transaction published, superseded since: kept for the retention
+        if marker is not None and marker.txn_id == txn_id and marker.published_at:
+            # Published, then replaced by this try's re-run: readers that listed it before the flip
+            # still read it, so it is retired for the retention, not deleted.
+            touched += retention.remove_superseded(ctx, path, "")
+            continue
         created_here = path == ctx.details.get("staging_location", "").rstrip("/")
         if (marker is not None and marker.txn_id == txn_id) or created_here or not ctx.catalog.fs.has_files(path):
             ctx.catalog.fs.delete(path)
