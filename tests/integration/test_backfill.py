@@ -30,7 +30,7 @@ from ctas_devstack.postgres import create_database, drop_database
 from tests.support.catalog import count, fresh, leftovers, partition_locations
 from tests.support.faults import Reader, check_observations, classify_read_error, summarize
 from tests.support.fixtures import STOP_GRACE
-from tests.support.processes import find_processes
+from tests.support.processes import find_processes, wait_for_line
 from tests.support.reliability import record_cell
 from tests.support.waiting import wait_until
 
@@ -373,11 +373,7 @@ def test_a_try_whose_supervisor_is_killed_is_failed_by_the_scheduler_and_cannot_
     progress = services.root.parent / "progress"
     reader = Reader(spark, SUPERVISED).start()
     services.airflow("dags", "trigger", "supervisor_killed")
-
-    def reached(line: str) -> bool:
-        return progress.exists() and line in progress.read_text().splitlines()
-
-    wait_until("try 1 holds after its prepare", lambda: reached("after_prepare try=1"), timeout=300)
+    wait_for_line(progress, "after_prepare try=1", timeout=300)  # try 1 holds after its prepare
     driver = find_processes("org.apache.spark.deploy.SparkSubmit", f"airflow-ctas spark_catalog.{SUPERVISED} try 1")
     assert len(driver) == 1, driver
     task = psutil.Process(driver[0]).parent()
@@ -387,8 +383,7 @@ def test_a_try_whose_supervisor_is_killed_is_failed_by_the_scheduler_and_cannot_
     supervisor.kill()
     killed = time.monotonic()
     # Try 2 runs once the scheduler has failed try 1 (its heartbeat timed out), and holds after its begin.
-    wait_until("try 2 begins", lambda: reached("after_begin try=2"), timeout=HEARTBEAT_TIMEOUT + 240,
-               observe=lambda: _try_of(services, "supervisor_killed"))  # fmt: skip
+    wait_for_line(progress, "after_begin try=2", timeout=HEARTBEAT_TIMEOUT + 240)
     failed_after, orphan_alive = round(time.monotonic() - killed), task.is_running()
     (progress.parent / "release1").touch()  # the orphan resumes, fenced by try 2's begin
     wait_until("the orphaned try's driver ends", lambda: not find_processes(f"spark_catalog.{SUPERVISED} try 1"),
@@ -411,7 +406,7 @@ def test_a_try_whose_supervisor_is_killed_is_failed_by_the_scheduler_and_cannot_
          "try 2 began", "mode": "replace",
          "try1": f"failed by the scheduler, try 2 begun {failed_after}s after the kill (heartbeat timeout "
          f"{HEARTBEAT_TIMEOUT}s); its task process {'was still running' if orphan_alive else 'had ended'} then; "
-         f"released, its driver reached {resumed or 'no further point'} and published nothing",
+         f"released, its driver reached {resumed or 'no further point'}; the table holds try {writers}'s rows",
          "left1": [], "try2": f"{state} (try {try_number})", "left2": left, "seen": summarize(values),
          "rows": published, "ok": problem is None and published == 400 and writers == [2] and not left,
          "problem": problem,
@@ -429,8 +424,6 @@ def test_on_kill_kills_the_application_on_the_cluster(cluster, stack, spark, dat
     """SIGTERM the task while its application runs on the standalone cluster (client mode)."""
     from tests.support.dags import DAGS_FOLDER, make_dag
     from tests.support.faults import Trial, wait_for_drivers_to_exit
-    from tests.support.processes import find_processes, wait_for_line
-    from tests.support.waiting import wait_until
 
     target = f"{database}.on_cluster"
     slow = "SELECT id, reflect('java.lang.Thread', 'sleep', CAST(100 AS BIGINT)) AS pause FROM range(0, 600, 1, 2)"

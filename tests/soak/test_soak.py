@@ -264,10 +264,6 @@ def _fault_spec(fault: Fault, try_number: int, release: Path, table_format: str)
     return {}
 
 
-def _writing(staging: Path) -> bool:
-    return _debris([p.name for p in staging.iterdir()] if staging.is_dir() else [])
-
-
 def _reached(progress: Path, point: str, try_number: int) -> bool:
     return progress.exists() and f"{point} try={try_number}" in progress.read_text().splitlines()
 
@@ -335,7 +331,7 @@ def _staging_writing(spark: Any, s3: S3Server, database: str, staging: str) -> C
     if STORAGE == "s3":
         return lambda: _debris(keys(s3, SOAK_BUCKET, f"{database}.db/{staging}/"))
     directory = database_dir(spark, database) / staging
-    return lambda: _writing(directory)
+    return lambda: _debris([p.name for p in directory.iterdir()] if directory.is_dir() else [])
 
 
 def test_soak_run(run_seed, stack, spark, soak_database, tmp_path, metastore, yarn, format_readers, s3,
