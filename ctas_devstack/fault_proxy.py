@@ -10,7 +10,9 @@ closes the client's connection without it (``mode="close"``) or answers ``503`` 
 (``mode="503"``, as a gateway does; Iceberg 1.11's REST client does not send a commit again after it).
 ``unavailable()`` answers HTTP requests ``503`` without forwarding them, as an object store that is
 down does, on connections the client already holds as well as on new ones; ``throttle(n)`` answers
-only the next ``n`` so, as a store that throttles and then recovers does.
+only the next ``n`` so, as a store that throttles and then recovers does. ``down()`` makes the
+service look killed: its open connections are reset and new ones refused (its port is closed) until
+``down(False)`` opens the same port again, with the service's state intact, as a restarted endpoint.
 
 Seeing every request, it also counts the calls a Thrift client makes (``calls``, by method name):
 how many metastore calls a publish costs, on the wire, where the service receives them.
@@ -21,7 +23,9 @@ from __future__ import annotations
 import contextlib
 import re
 import socket
+import struct
 import threading
+import time
 from collections import Counter
 from collections.abc import Callable
 from dataclasses import dataclass, field
@@ -57,11 +61,15 @@ class FaultProxy:
     _refusing: bool = False
     _unavailable: bool = False
     _throttled: int = 0
+    _down_port: int | None = None
     _lock: threading.Lock = field(default_factory=threading.Lock)
     _listener: socket.socket | None = None
+    _live: set[_Connection] = field(default_factory=set)
 
     @property
     def port(self) -> int:
+        if self._down_port is not None:
+            return self._down_port
         assert self._listener is not None, "start() first"
         return int(self._listener.getsockname()[1])
 
@@ -69,13 +77,15 @@ class FaultProxy:
     def url(self) -> str:
         return f"http://{self.host}:{self.port}"
 
-    def start(self) -> FaultProxy:
-        self._listener = socket.create_server((self.host, 0))
-        threading.Thread(target=self._accept, name="fault-proxy", daemon=True).start()
+    def start(self, port: int = 0) -> FaultProxy:
+        self._listener = socket.create_server((self.host, port))
+        threading.Thread(target=self._accept, args=(self._listener,), name="fault-proxy", daemon=True).start()
         return self
 
     def stop(self) -> None:
         if self._listener is not None:
+            with contextlib.suppress(OSError):  # wakes the accepting thread; close() alone would not
+                self._listener.shutdown(socket.SHUT_RDWR)
             with contextlib.suppress(OSError):
                 self._listener.close()
 
@@ -89,6 +99,31 @@ class FaultProxy:
     def refuse(self, refusing: bool = True) -> None:
         """New connections are closed at once while ``refusing`` (the service looks down)."""
         self._refusing = refusing
+
+    def down(self, down: bool = True) -> None:
+        """While ``down``, connecting is refused and every open connection is reset (RST), as when
+        the service's process is killed; back up, the proxy listens on the same port again."""
+        if down:
+            port = self.port
+            self.stop()
+            self._down_port = port
+            with self._lock:
+                live = list(self._live)
+            for connection in live:
+                connection.reset()
+            return
+        was, self._down_port = self._down_port, None
+        if was is None:
+            return
+        deadline = time.monotonic() + 10
+        while True:  # the port is ours again unless some client's socket took it meanwhile (rare)
+            try:
+                self.start(was)
+                return
+            except OSError:
+                if time.monotonic() > deadline:
+                    raise
+                time.sleep(0.2)
 
     def unavailable(self, down: bool = True) -> None:
         """Every HTTP request is answered ``503`` while ``down``, without reaching the service."""
@@ -107,11 +142,10 @@ class FaultProxy:
                 self._throttled = max(self._throttled - 1, 0)
             return refused
 
-    def _accept(self) -> None:
-        assert self._listener is not None
+    def _accept(self, listener: socket.socket) -> None:
         while True:
             try:
-                client, _ = self._listener.accept()
+                client, _ = listener.accept()
             except OSError:
                 return
             if self._refusing:
@@ -125,7 +159,10 @@ class FaultProxy:
                 client.close()
                 continue
             self.connections += 1
-            _Connection(self, client, upstream).start()
+            connection = _Connection(self, client, upstream)
+            with self._lock:
+                self._live.add(connection)
+            connection.start()
 
     def _count(self, chunk: bytes) -> None:
         names = []
@@ -189,7 +226,15 @@ class _Connection:
             pass
         self._close()
 
+    def reset(self) -> None:
+        """Close the client's side with an RST (SO_LINGER 0), as a killed service's kernel does."""
+        with contextlib.suppress(OSError):
+            self.client.setsockopt(socket.SOL_SOCKET, socket.SO_LINGER, struct.pack("ii", 1, 0))
+        self._close()
+
     def _close(self) -> None:
+        with self.proxy._lock:
+            self.proxy._live.discard(self)
         for sock in (self.client, self.upstream):
             with contextlib.suppress(OSError):
                 sock.shutdown(socket.SHUT_RDWR)

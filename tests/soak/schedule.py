@@ -49,9 +49,11 @@ while the try is held at the point, the task instance is cleared and its next tr
 STORAGES = ("local", "s3")
 """Where a file-format soak's tables live: the local disk, or a bucket of the dev stack's S3 server
 that the drivers reach through a fault proxy (``scripts/soak.sh --storage s3``)."""
-S3_KINDS = ("s3-down",)
-"""Drawn when the tables are on S3 as well: the store answers every request of the drivers ``503``
-for a while from the point on (as a store that is down does), then recovers."""
+S3_KINDS = ("s3-down", "s3-unreachable")
+"""Drawn when the tables are on S3 as well, each for a while from the point on, then the store
+recovers: s3-down: it answers every request of the drivers ``503`` (as a store that is down does);
+s3-unreachable: their open connections are reset and new ones refused (as when the store's server
+is killed and restarted; its objects are kept, as a real endpoint's are)."""
 
 CLEAR_POINTS = ("after_begin", "after_prepare", "before_publish")
 """Where a cleared try is held while its next try runs: before it published."""
@@ -110,7 +112,7 @@ def _fault(rng: random.Random, mode: str, table_format: str, kinds: tuple[str, .
         return Fault(kind, rng.choice(driver_points))
     if kind == "metastore-restart":
         return Fault(kind, rng.choice(("after_prepare", "before_publish")))
-    if kind in ("kill-driver", "s3-down"):
+    if kind in ("kill-driver", *S3_KINDS):
         return Fault(kind, rng.choice((*driver_points, MID_WRITE)))
     if kind == "timeout":
         return Fault(kind, rng.choice((*driver_points, TASK_POINT)))

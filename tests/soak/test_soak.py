@@ -45,6 +45,7 @@ from ctas_devstack.yarn import YarnCluster
 from tests.soak.schedule import (
     AFTER_COMMIT_POINTS,
     MID_WRITE,
+    S3_KINDS,
     Fault,
     Schedule,
     formats_from,
@@ -95,7 +96,7 @@ CLUSTER = os.environ.get("CTAS_SOAK_CLUSTER", "local")
 containers in cluster deploy mode (yarn), in a network that cannot reach the task's host."""
 STORAGE = os.environ.get("CTAS_SOAK_STORAGE", "local")
 """Where the tables live (``scripts/soak.sh --storage``): the local disk, or the S3 server's bucket
-``SOAK_BUCKET``, which the drivers reach through a fault proxy (the ``s3-down`` fault) and the
+``SOAK_BUCKET``, which the drivers reach through a fault proxy (the ``S3_KINDS`` faults) and the
 metastore service and the readers reach directly."""
 SOAK_BUCKET = "soak"
 TIMEOUT_SECONDS = (
@@ -107,7 +108,7 @@ TIMEOUT_SECONDS = (
 here for a file-format table (20-35 s on S3), 25-45 s for Iceberg and Delta on their Spark 4.1
 drivers, 40-70 s for a file-format table whose driver runs in YARN)."""
 S3_DOWN_SECONDS = (1, 20)
-"""How long the store stays down for the drivers (drawn); their S3A retries are cut
+"""How long the store stays down or unreachable for the drivers (drawn); their S3A retries are cut
 (``FLAKY_RETRIES``), so an outage fails the calls it meets."""
 FORMATS = formats_from(os.environ.get("CTAS_SOAK_FORMATS", "parquet"))
 """The table formats the soak's runs draw from (``scripts/soak.sh --formats``)."""
@@ -305,13 +306,14 @@ def _act(fault: Fault, trial: Trial, progress: Path, writing: Callable[[], bool]
             time.sleep(rng.uniform(1, 6))
         finally:
             metastore.start()
-    elif fault.kind == "s3-down":
-        assert store is not None, "s3-down is drawn for tables on S3 only"
-        store.unavailable()
+    elif fault.kind in S3_KINDS:
+        assert store is not None, f"{fault.kind} is drawn for tables on S3 only"
+        outage = store.unavailable if fault.kind == "s3-down" else store.down
+        outage()
         try:
             time.sleep(rng.uniform(*S3_DOWN_SECONDS))
         finally:
-            store.unavailable(False)
+            outage(False)
     return True
 
 

@@ -1,5 +1,6 @@
 """ctas_devstack/fault_proxy.py: the service applies the request whose answer the proxy loses, the
-loss is one-shot and only for the request it names, and a refusing proxy lets nothing through."""
+loss is one-shot and only for the request it names, a refusing proxy lets nothing through, and one
+that is down looks killed to its clients (connections reset, connecting refused) until it is up again."""
 
 from __future__ import annotations
 
@@ -109,3 +110,19 @@ def test_thrift_calls_are_counted_by_method_and_http_requests_are_not(proxy):
         "a header split across sends is not seen: the metastore client sends each call in one flush"
     )
     assert seen == ["get_table", "alter_table_with_environment_context"], "each call reported as forwarded"
+
+
+def test_a_proxy_that_is_down_resets_open_connections_refuses_new_ones_and_comes_back_on_its_port(proxy):
+    """As a killed and restarted service looks to its clients; the service's state is kept."""
+    held = http.client.HTTPConnection("127.0.0.1", proxy.port, timeout=10)
+    assert _post(proxy, "/b/k", "1", held) == "200 ok"
+    port = proxy.port
+    proxy.down()
+    with pytest.raises(ConnectionRefusedError):
+        socket.create_connection(("127.0.0.1", port), timeout=5)
+    with pytest.raises((http.client.RemoteDisconnected, ConnectionError)):
+        _post(proxy, "/b/k", "2", held)  # the keep-alive connection was reset
+    proxy.down(False)
+    assert proxy.port == port
+    assert _post(proxy, "/b/k", "3") == "200 ok"
+    assert _Service.applied == ["/b/k 1", "/b/k 3"]

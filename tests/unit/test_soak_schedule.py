@@ -67,10 +67,11 @@ def test_soak_formats_are_named_ones():
 def test_a_soak_on_s3_draws_the_store_s_outage_among_the_faults():
     schedules = [schedule_for(seed, storage="s3") for seed in run_seeds(2, 300)]
     assert {f.kind for s in schedules for f in s.faults} == set(KINDS) | set(S3_KINDS)
-    outages = {f.point for s in schedules for f in s.faults if f.kind == "s3-down"}
-    assert MID_WRITE in outages and "before_publish" in outages
+    for kind in S3_KINDS:
+        outages = {f.point for s in schedules for f in s.faults if f.kind == kind}
+        assert MID_WRITE in outages and "before_publish" in outages, kind
     assert all(str(s).startswith(f"seed {s.seed}: on s3 {s.mode}") for s in schedules)
-    assert all(f.kind != "s3-down" for seed in run_seeds(2, 300) for f in schedule_for(seed).faults)
+    assert all(f.kind not in S3_KINDS for seed in run_seeds(2, 300) for f in schedule_for(seed).faults)
     with pytest.raises(ValueError, match="soak storage is one of local, s3"):
         schedule_for(1, storage="hdfs")
     with pytest.raises(ValueError, match="file-format tables only"):
