@@ -109,6 +109,8 @@ LANES = (
 """The lanes of docs/contributing.md; an integration test in none of them is in the core lane."""
 _LANE_SECONDS: dict[str, list[float]] = {}
 _CPU: dict[str, float] = {}
+_SECONDS: dict[str, float] = {}
+"""Each test's setup, call and teardown, in seconds, by node id."""
 _STARTED: list[float] = []
 _MACHINE_CPU: list[tuple[float, float]] = []
 _CPU_AT_SETUP = pytest.StashKey[float]()
@@ -155,6 +157,7 @@ def pytest_runtest_logreport(report):
         _DURATIONS.append((report.duration, report.when, report.nodeid))
     cpu = dict(report.user_properties).get("cpu_seconds", 0.0)
     _CPU[report.nodeid] = _CPU.get(report.nodeid, 0.0) + cpu
+    _SECONDS[report.nodeid] = _SECONDS.get(report.nodeid, 0.0) + report.duration
     keywords = set(report.keywords)
     lane = next((name for name in LANES if name in keywords), "core" if "integration" in keywords else "unit")
     entry = _LANE_SECONDS.setdefault(lane, [0.0, 0, 0.0])
@@ -185,6 +188,11 @@ def pytest_sessionfinish(session, exitstatus):
         + "\n".join(rows)
         + "\n"
     )
+    (BUILD_REPORTS / f"tests-{lanes}.tsv").write_text(
+        "# test\tseconds (setup, call and teardown)\tCPU-seconds (its process tree's)\n"
+        + "".join(f"{nodeid}\t{seconds:.1f}\t{_CPU.get(nodeid, 0.0):.1f}\n" for nodeid, seconds in
+                  sorted(_SECONDS.items(), key=lambda item: -item[1]))
+    )  # fmt: skip
     (BUILD_REPORTS / f"lanes-{lanes}.tsv").write_text(
         "# lane\ttests\tworker-seconds (setup, call and teardown of its tests)\tCPU-seconds\n"
         + "".join(
