@@ -5,8 +5,10 @@
 #   bash scripts/soak.sh --replay 1234567         the one run a failure named (or several: 12,34)
 #   --formats parquet,iceberg,delta               the table formats runs draw from (default: parquet);
 #                                                 a replay takes the --formats its failure printed
-#   --metastore derby|postgres                    where the metastore service keeps its state (default:
-#                                                 derby; postgres: scripts/postgres.sh's server)
+#   --metastore postgres|derby                    where the metastore service keeps its state (default:
+#                                                 postgres, scripts/postgres.sh's server, as a production
+#                                                 metastore's database; derby: the tests' default, on which
+#                                                 a partition switch can be listed half applied, counted apart)
 #   --cluster local|yarn                          where the drivers run: beside their task (default), or in
 #                                                 the dev stack's YARN in cluster deploy mode (parquet only)
 #   --storage local|s3                            where the tables live: the local disk (default), or a bucket of
@@ -20,7 +22,7 @@ runs=20
 seed=""
 replay=""
 formats="parquet"
-metastore="derby"
+metastore="postgres"
 cluster="local"
 storage="local"
 while [ "$#" -gt 0 ]; do

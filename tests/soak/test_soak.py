@@ -42,6 +42,7 @@ from airflow_provider_ctas.core.transaction import TransactionKey
 from ctas_devstack.fault_proxy import FaultProxy
 from ctas_devstack.s3 import S3Server
 from ctas_devstack.yarn import YarnCluster
+from tests.soak.readings import NEW_ROWS, OLD_ROWS, Verdict, judge
 from tests.soak.schedule import (
     AFTER_COMMIT_POINTS,
     MID_WRITE,
@@ -56,7 +57,7 @@ from tests.soak.tables import S3SoakTable, SoakTable, soak_table
 from tests.support.catalog import database_dir
 from tests.support.dags import DAGS_FOLDER, make_dag, xcom_value
 from tests.support.delta import DeltaReader, delta_conf
-from tests.support.faults import Trial, check_observations, summarize, wait_for_drivers_to_exit
+from tests.support.faults import Trial, summarize, wait_for_drivers_to_exit
 from tests.support.fixtures import METASTORE_DATABASE, STOP_GRACE
 from tests.support.iceberg import IcebergReader, iceberg_conf, task_conf_on_spark41
 from tests.support.objectstore import FLAKY_RETRIES, keys
@@ -70,7 +71,6 @@ from tests.support.yarn import application, driver_pid, use_yarn, wait_for_appli
 
 pytestmark = [pytest.mark.integration, pytest.mark.slow, pytest.mark.soak]
 
-OLD_ROWS, NEW_ROWS = 300, 400
 SEED_SQL = "SELECT id, 'v1' AS version, CAST(NULL AS STRING) AS pause, CAST(id % 4 AS STRING) AS p FROM range({rows})"
 # Slow (milliseconds per row) in every try when a fault lands mid-write: one query text for every try.
 NEW_SQL = (
@@ -117,8 +117,11 @@ if CLUSTER != "local":
     REPLAY += f" --cluster {CLUSTER}"
 if STORAGE != "local":
     REPLAY += f" --storage {STORAGE}"
-if os.environ.get(METASTORE_DATABASE, "derby") != "derby":
-    REPLAY += f" --metastore {os.environ[METASTORE_DATABASE]}"
+METASTORE = os.environ.get(METASTORE_DATABASE, "derby")
+"""Where the metastore service keeps its state: ``scripts/soak.sh`` runs PostgreSQL unless told
+``--metastore derby``; the default test run's sample keeps the session's Derby."""
+if METASTORE != "postgres":
+    REPLAY += f" --metastore {METASTORE}"
 REPLAY += " --replay"
 
 
@@ -235,15 +238,6 @@ def _wait_for_drivers(yarn: YarnCluster | None, target: str) -> None:
     wait_for_drivers_to_exit(target)
     if yarn is not None:
         wait_for_applications_to_end(yarn, f"spark_catalog.{target}", timeout=2 * TIMEOUT_SECONDS["parquet"] + 120)
-
-
-def _allowed(schedule: Schedule) -> set[Any]:
-    allowed: set[Any] = {NEW_ROWS, "missing" if schedule.mode == "create" else OLD_ROWS}
-    if schedule.mode == "swap":
-        allowed |= {"missing", 0, "files-gone", "unavailable"}
-    if any(f.kind == "metastore-restart" for f in schedule.faults):
-        allowed |= {"unavailable"}
-    return allowed
 
 
 def _fault_spec(fault: Fault, try_number: int, release: Path, table_format: str) -> dict[str, Any]:
@@ -409,7 +403,7 @@ def test_soak_run(run_seed, stack, spark, soak_database, tmp_path, metastore, ya
         tries.append(f"no fault: {state}")
         succeeded = state == "success"
     values = reader.stop()
-    final, window = _final_problems(table, succeeded, values, schedule, tmp_path)
+    final, verdict = _final_problems(table, succeeded, values, schedule, tmp_path)
     problems += final
     record_run(
         {
@@ -418,12 +412,14 @@ def test_soak_run(run_seed, stack, spark, soak_database, tmp_path, metastore, ya
             "format": schedule.table_format,
             "cluster": CLUSTER,
             "storage": STORAGE,
+            "metastore": METASTORE,
             "mode": schedule.mode,
             "durable": schedule.durable,
             "faults": [str(f) for f in schedule.faults],
             "tries": tries,
             "after_commit": after_commit_publishes,
-            "fence_window": window,
+            "fence_window": verdict.fence_window,
+            "derby_listing": verdict.derby_listing,
             "seen": summarize(values),
             "problems": problems,
             "seconds": round(time.monotonic() - started),
@@ -474,23 +470,10 @@ def _failed_try_problems(txn: dict[str, Any] | None, try_number: int, fault: Fau
     return problems
 
 
-def in_fence_window(schedule: Schedule) -> bool:
-    """A driver held between its last ownership check and its flip or partition switch while its
-    staging can be removed under it (a cleared try's, by the next try; a timed-out try's, by its own
-    abort): README's fencing limit, where readers may see the table empty until the driver switches
-    back. Counted on its own, as the after-commit window is. Iceberg and Delta tables are not exposed:
-    their catalog refuses a superseded commit."""
-    return (
-        schedule.table_format == "parquet"
-        and schedule.mode in ("replace", "overwrite_partitions")
-        and any(f.kind in ("clear", "timeout") and f.point == "publish_checked" for f in schedule.faults)
-    )
-
-
 def _final_problems(table: SoakTable, succeeded: bool, values: list[Any], schedule: Schedule,
-                    logs: Path) -> tuple[list[str], str | None]:  # fmt: skip
-    """The run's problems, and what a reader saw in README's fencing window (``in_fence_window``)."""
-    problems, window = [], None
+                    logs: Path) -> tuple[list[str], Verdict]:  # fmt: skip
+    """The run's problems, and the verdict on what its reader saw (``readings.judge``)."""
+    problems = []
     rows, left = table.rows(), table.leftovers()
     if not succeeded:
         problems.append(f"the last try did not succeed (logs in {logs})")
@@ -498,9 +481,5 @@ def _final_problems(table: SoakTable, succeeded: bool, values: list[Any], schedu
         problems.append(f"the table holds {rows}, not the {NEW_ROWS} rows of the new version")
     if left:
         problems.append(f"left behind: {left}")
-    if (seen := check_observations(values, _allowed(schedule), NEW_ROWS)) is not None:
-        if in_fence_window(schedule):
-            window = f"{seen} ({summarize(values)})"
-        else:
-            problems.append(f"a reader saw {seen}")
-    return problems, window
+    verdict = judge(values, schedule, METASTORE)
+    return problems + ([verdict.problem] if verdict.problem else []), verdict

@@ -35,6 +35,8 @@ def write_report(shared: Path, tested: str | None = None) -> None:
     drivers = ", ".join(f"{p} {n}" for p, n in sorted(places.items()))
     after_commit = sum(r["after_commit"] for r in runs)
     windowed = [r for r in runs if r.get("fence_window")]
+    listings = [r for r in runs if r.get("derby_listing")]
+    metastore = ", ".join(f"{m} {n}" for m, n in sorted(Counter(r.get("metastore", "derby") for r in runs).items()))
     seconds = [r["seconds"] for r in runs]
     endings = Counter(_ending(entry) for r in runs for entry in r["tries"])
     stamp, commit = reports.stamp(), tested or reports.commit("airflow_provider_ctas", "tests")
@@ -60,12 +62,15 @@ def write_report(shared: Path, tested: str | None = None) -> None:
         f"{len(runs) - len(failed)} kept every invariant, {len(failed)} broke one**; {after_commit} tries that "
         "failed had published (the fault landed after the task decided commit: README's after-commit window); "
         f"{len(windowed)} runs had a reader see the table switched to a removed staging directory by a driver "
-        "held between its last ownership check and its publish (README's fencing limit).",
+        "held between its last ownership check and its publish (README's fencing limit); "
+        f"{len(listings)} runs had a reader see a partition switch half applied on a metastore on Derby "
+        f"(README's limit for a metastore that does not read a listing from one snapshot).",
         "",
         "| | |",
         "|---|---|",
         f"| tables | {tables} |",
         f"| drivers | {drivers} |",
+        f"| metastore service on | {metastore} |",
         f"| modes | {', '.join(f'{m} {n}' for m, n in sorted(modes.items()))} |",
         f"| durable | {sum(r['durable'] for r in runs)} of {len(runs)} runs |",
         f"| faults | {', '.join(f'{k} {n}' for k, n in sorted(faults.items()))} |",
@@ -83,6 +88,9 @@ def write_report(shared: Path, tested: str | None = None) -> None:
         lines += ["## Runs in the fencing window", "", "| seed | schedule | a reader saw |", "|---|---|---|"]
         lines += [f"| {r['seed']} | {r['schedule']} | {r['fence_window']} |" for r in windowed]
         lines.append("")
+    if listings:
+        lines += ["## Partition switches seen half applied on Derby", "", "| seed | schedule | a reader saw |"]
+        lines += ["|---|---|---|", *(f"| {r['seed']} | {r['schedule']} | {r['derby_listing']} |" for r in listings), ""]
     if failed:
         lines += ["## Runs that broke an invariant", "", "| seed | schedule | tries | problems |", "|---|---|---|---|"]
         for r in failed:
