@@ -97,7 +97,8 @@ def write_report(shared: Path, tested: str | None = None) -> None:
             row = [r["seed"], r["schedule"], "<br>".join(r["tries"]), "<br>".join(r["problems"])]
             lines.append("| " + " | ".join(str(c).replace("|", "/") for c in row) + " |")
         lines.append("")
-    cells = [stamp, commit, f"{len(runs)} ({tables}; drivers {drivers})", str(len(failed)), str(after_commit)]
+    cells = [stamp, commit, f"{len(runs)} ({tables}; drivers {drivers}; metastore on {metastore})", str(len(failed)),
+             str(after_commit)]  # fmt: skip
     lines.append(reports.marker(reports.SOAK, cells))
     reports.SOAK.report.parent.mkdir(parents=True, exist_ok=True)
     reports.SOAK.report.write_text("\n".join(lines) + "\n")
