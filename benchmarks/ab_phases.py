@@ -2,6 +2,9 @@
 
     bash benchmarks/run.sh --ab <revision> [--approach atomic_replace_flip] [--rows 1e6] [--rounds 4]
 
+``--approach`` is an atomic approach on the embedded default (``atomic_*``) or over Spark Connect
+(``connect_*``, against one Connect server both sides use).
+
 A wall-time ratio over runs minutes apart moves by more than a sub-second change (this machine's
 runs of one approach spread ±10 %). This runs one approach of ``ctas_benchmark.py`` alternately with
 the provider package of ``<revision>`` (``git archive``, put first on ``PYTHONPATH``) and with this
@@ -43,15 +46,27 @@ def export_package(revision: str, into: Path) -> Path:
 
 
 def measure(args: argparse.Namespace) -> list[dict[str, Any]]:
+    """Over Spark Connect the phases run in the task process, which takes the side's package from
+    its ``PYTHONPATH`` as a spark-submit driver does; both sides use one Connect server."""
     root = args.root.resolve()
     env, _ = bench.prepare(root)
+    connect = args.approach.startswith("connect_")
+    server = bench.start_connect_server(root, env) if connect else None
+    try:
+        return _alternate(args, root, env, connect)
+    finally:
+        if server is not None:
+            server.stop()
+
+
+def _alternate(args: argparse.Namespace, root: Path, env: dict[str, str], connect: bool) -> list[dict[str, Any]]:
     base = export_package(args.revision, root / "base")
     sides = {"base": {**env, "PYTHONPATH": os.pathsep.join([str(base), env["PYTHONPATH"]])}, "tree": env}
     rows = int(float(args.rows))
     sql = root / "select.sql"
     sql.write_text(bench.SELECT.format(rows=rows))
     prefix = f"{bench.database_of(args.approach)}.s{rows}_"
-    bench.reset_tables(env, f"s{rows}_")
+    (bench.reset_connect_tables if connect else bench.reset_tables)(env, f"s{rows}_")
     replaced = bench.REPLACING.get(args.approach)
     if replaced is not None:  # every run replaces the one seeded table, as in the benchmark
         bench.run_one(root, env, replaced[1], prefix + replaced[0], sql)
@@ -84,8 +99,8 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--rounds", type=int, default=4)
     parser.add_argument("--root", type=Path, default=REPO / ".ctas-local" / "ab")
     args = parser.parse_args(argv)
-    if not args.approach.startswith("atomic_"):
-        parser.error("compare an atomic approach on the embedded default (atomic_*)")
+    if not args.approach.startswith(("atomic_", "connect_")) or args.approach.startswith("connect_plain"):
+        parser.error("compare an atomic approach on the embedded default (atomic_*) or over Spark Connect (connect_*)")
     os.environ.pop("SPARK_SUBMIT_OPTS", None)
     print(report(measure(args), args.revision))
     return 0

@@ -85,6 +85,12 @@ def properties_by_sql(spark: SparkSession, ref: TableRef) -> dict[str, str] | No
     return None if rows is None else {row["key"]: row["value"] for row in rows}
 
 
+def described_location(spark: SparkSession, ref: TableRef) -> str | None:
+    """The table's location from ``DESCRIBE TABLE EXTENDED`` alone, or None when it is gone."""
+    rows = _rows_unless_gone(spark, f"DESCRIBE TABLE EXTENDED {ref.quoted}")
+    return None if rows is None else parse_describe(rows)[2].get("Location")
+
+
 def described(spark: SparkSession, ref: TableRef) -> CatalogEntry | None:
     """The entry through SQL. Existence is asked first: a statement on a missing table would make
     Spark log an ERROR with a stack trace, for an answer begin expects."""

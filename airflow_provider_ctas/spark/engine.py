@@ -19,6 +19,7 @@ from airflow_provider_ctas.spark.catalog_entry import (
     MISSING_CONDITIONS,
     CatalogEntry,
     described,
+    described_location,
     entry_of,
     properties_by_sql,
     properties_of,
@@ -193,6 +194,10 @@ class ClassicEngine:
         if metadata is None:
             return None
         return entry_of(self.spark, metadata) if serves_fully(metadata) else described(self.spark, ref)
+
+    def table_location(self, ref: TableRef) -> str | None:
+        entry = self.table_entry(ref)
+        return None if entry is None else entry.location
 
     def table_properties(self, ref: TableRef) -> dict[str, str] | None:
         metadata = raw_metadata(self.spark, ref)
@@ -434,6 +439,12 @@ class ConnectEngine:
     def table_entry(self, ref: TableRef) -> CatalogEntry | None:
         """The SQL commands: a Connect client has no handle on the server's session catalog."""
         return described(self.spark, ref)
+
+    def table_location(self, ref: TableRef) -> str | None:
+        """One round trip where :meth:`table_entry` makes three: a flip's re-reads of the location
+        (issue 53). The table is expected to be there; if a concurrent try dropped it, the server
+        logs the statement's error and this answers None."""
+        return described_location(self.spark, ref)
 
     def table_properties(self, ref: TableRef) -> dict[str, str] | None:
         return properties_by_sql(self.spark, ref)

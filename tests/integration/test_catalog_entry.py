@@ -17,7 +17,7 @@ import pytest
 from airflow_provider_ctas.catalogs.metastore.catalog import GLUE_CLIENT_FACTORY_SETTING
 from airflow_provider_ctas.core.errors import UnsupportedTargetError
 from airflow_provider_ctas.core.identifiers import TableRef
-from airflow_provider_ctas.spark.catalog_entry import described, raw_metadata, serves_fully
+from airflow_provider_ctas.spark.catalog_entry import described, described_location, raw_metadata, serves_fully
 from airflow_provider_ctas.spark.engine import ClassicEngine
 from tests.support.catalog import fresh
 from tests.support.phases import executor_for, run_all
@@ -57,6 +57,8 @@ def test_one_call_reads_what_describe_and_show_tblproperties_show(spark, databas
     own = {k: v for k, v in by_sql.properties.items() if not k.startswith("option.")}
     expected = dataclasses.replace(by_sql, properties=own)
     assert by_catalog == expected
+    # A flip's re-reads of the location over Spark Connect: DESCRIBE alone, one round trip.
+    assert described_location(session, ref) == by_sql.location
     if kind == "wide":  # DESCRIBE alone would cut the struct short at 25 fields
         assert by_catalog.columns == [("w", "struct<" + ",".join(f"f{i}:int" for i in range(30)) + ">")]
     # The view has no location and no provider: it takes the SQL path, the others the one call.
@@ -88,12 +90,15 @@ def test_a_missing_or_dropped_table_reads_as_missing(spark, database):
     engine = ClassicEngine(fresh(spark))
     assert engine.table_entry(ref) is None
     assert engine.table_properties(ref) is None
+    assert described_location(fresh(spark), ref) is None
     assert engine.table_entry(TableRef(f"{database}_nodb", "gone")) is None
     spark.sql(f"CREATE TABLE {ref.quoted} (id INT) USING parquet TBLPROPERTIES ('k'='v')")
     assert engine.table_properties(ref) == described(fresh(spark), ref).properties  # type: ignore[union-attr]
+    assert described_location(fresh(spark), ref) == engine.table_location(ref) is not None
     spark.sql(f"DROP TABLE {ref.quoted}")
     assert engine.table_entry(ref) is None
     assert engine.table_properties(ref) is None
+    assert described_location(fresh(spark), ref) is None
 
 
 def test_one_call_drop_keeps_drop_table_purge_semantics(spark, database, tmp_path):

@@ -53,6 +53,11 @@ class CatalogClient:
         entry = self.engine.table_entry(ref)
         return None if entry is None else TableInfo(**dataclasses.asdict(entry), ref=ref)
 
+    def location(self, ref: TableRef) -> str | None:
+        """Where the table's data is now, or None when it is gone: the cheapest read that can
+        tell whether another try flipped it."""
+        return self.engine.table_location(ref)
+
     def properties(self, ref: TableRef) -> dict[str, str] | None:
         """A table's properties; None when the table is gone."""
         return self.engine.table_properties(ref)

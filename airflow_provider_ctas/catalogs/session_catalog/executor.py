@@ -28,7 +28,6 @@ from airflow_provider_ctas.catalogs.session_catalog.begin import begin
 from airflow_provider_ctas.catalogs.session_catalog.context import RunContext
 from airflow_provider_ctas.catalogs.session_catalog.plan import Plan, Publish, partition_directories
 from airflow_provider_ctas.catalogs.session_catalog.publish import PUBLISHERS
-from airflow_provider_ctas.catalogs.session_catalog.publish.fence import require_own_staging
 from airflow_provider_ctas.catalogs.session_catalog.publish.partitions import release_managed_staging
 from airflow_provider_ctas.catalogs.session_catalog.publish.rename import TargetCreatedMeanwhile
 from airflow_provider_ctas.catalogs.session_catalog.publish.request import Publication
@@ -158,7 +157,7 @@ class SessionCatalogExecutor(PhaseExecutor[SessionCatalogTable, Plan]):
 
     def commit(self, report: PhaseReport) -> None:
         ctx, plan = self.ctx, self.planned()
-        staging = require_own_staging(ctx)
+        staging = ctx.staging_table  # each publisher checks it is still this try's right before it publishes
         ctx.fault("before_publish")
         provenance = {markers.PUBLISHED_AT: now_iso()}
         if "row_count" in ctx.details:

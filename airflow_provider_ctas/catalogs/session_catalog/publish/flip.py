@@ -32,7 +32,7 @@ def publish_by_flip(ctx: RunContext, pub: Publication) -> None:
         raise PublishError(f"{target} changed since begin ({'; '.join(problems) or target_info.table_type})")
     old_location, new_location = target_info.location or "", plan.staging_location or ""
     properties = {**new_table_properties(table), **provenance}
-    require_own_staging(ctx)  # again, after the reads: nothing but the flip between the check and it
+    require_own_staging(ctx)  # after the reads: nothing but the flip between the check and it
     ctx.fault("publish_checked")
     started = time.monotonic()
     undo = ctx.catalog.relocate(target, new_location, properties)
@@ -72,11 +72,11 @@ def _undo_unless_flipped_again(ctx: RunContext, undo: Callable[[], None], locati
     flip, before its re-check): its version stands (the chaos soak found the partition switch's
     undo putting an older version back over a newer try's; seed 611251585). Unreadable, undone."""
     try:
-        current = ctx.catalog.table_info(ctx.table.target)
+        current = ctx.catalog.location(ctx.table.target)
     except Exception as exc:  # noqa: BLE001 - the undo is tried all the same
         ctx.log.warning(f"could not read {ctx.table.target} before undoing the flip: {first_line(exc)}")
         current = None
-    if current is not None and (current.location or "").rstrip("/") != location.rstrip("/"):
+    if current is not None and current.rstrip("/") != location.rstrip("/"):
         ctx.log.warning(f"{ctx.table.target} was flipped again since this try flipped it; left as it is")
         return
     undo()
@@ -87,10 +87,9 @@ def _set_location(ctx: RunContext, location: str) -> Callable[[], None]:
     statement right before it (as ``relocate`` restores what it read in the call before its own), so
     a newer try's flip made while this driver stalled after its check stands if this one is undone."""
     target = ctx.table.target
-    current = ctx.catalog.table_info(target)
-    if current is None or not current.location:
+    previous = ctx.catalog.location(target)
+    if not previous:
         raise PublishError(f"{target} disappeared since begin; the next try will create it")
-    previous = current.location
     ctx.catalog.sql(f"ALTER TABLE {target.quoted} SET LOCATION {sql_string_literal(location)}")
 
     def undo() -> None:
@@ -101,8 +100,8 @@ def _set_location(ctx: RunContext, location: str) -> Callable[[], None]:
 
 def _stamp_if_still_ours(ctx: RunContext, location: str, properties: dict[str, str]) -> None:
     """Copy provenance to the target unless a concurrent replace has flipped it since."""
-    current = ctx.catalog.table_info(ctx.table.target)
-    if current is None or (current.location or "").rstrip("/") != location.rstrip("/"):
+    current = ctx.catalog.location(ctx.table.target)
+    if current is None or current.rstrip("/") != location.rstrip("/"):
         ctx.log.warning(f"{ctx.table.target} was replaced again meanwhile; not stamping its properties")
         return
     ctx.catalog.set_properties(ctx.table.target, properties)

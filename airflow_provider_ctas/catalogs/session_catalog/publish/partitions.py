@@ -41,7 +41,7 @@ def publish_partitions(ctx: RunContext, pub: Publication) -> None:
         ctx.catalog.partitions(staging, columns) if pub.staged_partitions is None else pub.staged_partitions
     )
     current = ctx.catalog.partitions(target, columns)
-    require_own_staging(ctx)  # again, after the reads: nothing but the switch between the check and it
+    require_own_staging(ctx)  # after the reads: nothing but the switch between the check and it
     ctx.fault("publish_checked")
     switched: Switched = []
     started = time.monotonic()

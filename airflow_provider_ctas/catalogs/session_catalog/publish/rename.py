@@ -3,7 +3,7 @@ directory and renames the table in one call).
 
 Fencing: a newer try's begin drops an older try's staging table, so the older try's rename fails.
 With ``durable=True`` the newer try may take the staging table over instead (its markers then name
-the newer try): the rename is then checked right before it is sent, and a rename that fails because
+the newer try): the staging is checked right before the rename, and a rename that fails because
 the staging is no longer this try's is that fence, never a race lost to another writer."""
 
 from __future__ import annotations
@@ -26,8 +26,7 @@ from airflow_provider_ctas.spark.errors import error_condition, first_line
 def publish_by_rename(ctx: RunContext, pub: Publication) -> None:
     staging, provenance, report = pub.staging, pub.provenance, pub.report
     target = ctx.table.target
-    if ctx.request.durable:  # a newer try may have taken this staging over since commit's check
-        require_own_staging(ctx)
+    require_own_staging(ctx)
     partitions: list[str] = []
     started = time.monotonic()
     try:  # the staging's calls too: one that fails because the staging is gone is the fence
