@@ -1,8 +1,9 @@
 """Metastore calls per publish, counted where the metastore receives them (issue 53).
 
-    bash benchmarks/run.sh --metastore-calls [--partitions 1 10 100 1000] [--rows 10000]
+    bash benchmarks/run.sh --metastore-calls [--partitions 1 10 100 1000] [--rows 10000] [--metastore derby]
 
-A Hive metastore service (the dev stack's) sits behind the dev stack's proxy, which counts the
+A Hive metastore service (the dev stack's; its state in PostgreSQL, as a production metastore's is,
+or with ``--metastore derby`` in Derby) sits behind the dev stack's proxy, which counts the
 Thrift calls it forwards, by method. One pyspark driver (local[2]) reaches the service through the
 proxy and runs, per operation, the plain statement a user runs for it and the provider's phases in
 process, phase by phase, as a driver runs them, each on a table of its own (one that exists already
@@ -19,6 +20,7 @@ from __future__ import annotations
 
 import argparse
 import shutil
+import subprocess
 import sys
 import tempfile
 import threading
@@ -195,9 +197,19 @@ def _plain(spark: Any, proxy: FaultProxy, operation: Operation, rows: int) -> tu
     return counted, time.monotonic() - started
 
 
-def measure(partitions: list[int], rows: int) -> dict[str, Counted]:
+def _postgres(action: str) -> str:
+    """``scripts/postgres.sh``: the server on 127.0.0.1:5432, started here only if none answers."""
+    done = subprocess.run(["bash", str(REPO / "scripts" / "postgres.sh"), action], capture_output=True, text=True)
+    if done.returncode != 0:
+        raise RuntimeError(f"scripts/postgres.sh {action} failed: {done.stderr[-2000:]}")
+    return done.stdout.strip()
+
+
+def measure(partitions: list[int], rows: int, metastore: str) -> dict[str, Counted]:
     root = Path(tempfile.mkdtemp(prefix="metastore-calls-"))
-    service = HiveMetastore(root / "hms").start()
+    started_postgres = metastore == "postgres" and _postgres("start") == "started"
+    database = f"ctas_calls_{uuid.uuid4().hex[:8]}" if metastore == "postgres" else None
+    service = HiveMetastore(root / "hms", postgres_database=database).start()
     sources = Sources()
     proxy = FaultProxy(("127.0.0.1", service.port), on_call=sources).start()
     try:
@@ -218,6 +230,8 @@ def measure(partitions: list[int], rows: int) -> dict[str, Counted]:
         proxy.stop()
         service.stop(grace=1.0)
         shutil.rmtree(root, ignore_errors=True)
+        if started_postgres:
+            _postgres("stop")
     return counted
 
 
@@ -232,11 +246,16 @@ def _beyond(result: Counted) -> str:
     return ", ".join(f"`{n}` {d:+d}" for n, d in sorted(diff.items(), key=lambda i: (-i[1], i[0]))) or "none"
 
 
-def render(counted: dict[str, Counted], rows: int) -> str:
+BACKING = {"postgres": "PostgreSQL", "derby": "Derby"}
+
+
+def render(counted: dict[str, Counted], rows: int, metastore: str) -> str:
+    calls = "; ".join(f"{name.split(':')[0]} {r.atomic.total()}/{r.plain.total()}" for name, r in counted.items())
+    largest = list(counted.values())[-1]
     cells = [
         reports.stamp(),
         reports.commit("airflow_provider_ctas", "benchmarks", "ctas_devstack"),
-        "; ".join(f"{name.split(':')[0]} {r.atomic.total()}/{r.plain.total()}" for name, r in counted.items()),
+        f"{calls} (metastore on {BACKING[metastore]}; the last operation's publish {largest.publish_seconds:.2f} s)",
     ]
     lines = [
         "# Metastore calls per publish",
@@ -262,7 +281,8 @@ def render(counted: dict[str, Counted], rows: int) -> str:
         )
     lines += [
         "",
-        "Times are one run's, in the warm driver, with the metastore service (Derby) on the same machine: they "
+        f"Times are one run's, in the warm driver, with the metastore service ({BACKING[metastore]}) on the same "
+        "machine: they "
         "show how the work scales with the partitions, not what a remote metastore costs. The plain "
         "statement's time is its whole run (writing the partitions' files and moving them into place); the "
         "commit's is fence, publish, provenance and clean-up; the publish's is the metastore switch within it. "
@@ -299,8 +319,9 @@ def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--partitions", type=int, nargs="+", default=[1, 10, 100, 1000])
     parser.add_argument("--rows", type=int, default=10000)
+    parser.add_argument("--metastore", choices=sorted(BACKING), default="postgres")
     args = parser.parse_args(argv)
-    text = render(measure(args.partitions, args.rows), args.rows)
+    text = render(measure(args.partitions, args.rows, args.metastore), args.rows, args.metastore)
     METASTORE_CALLS.report.parent.mkdir(parents=True, exist_ok=True)
     METASTORE_CALLS.report.write_text(text)
     print(text)
