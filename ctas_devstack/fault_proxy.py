@@ -53,6 +53,9 @@ class FaultProxy:
     """Thrift calls forwarded to the service, by method name."""
     on_call: Callable[[str], None] | None = None
     """Called with each Thrift call's method name as it is forwarded (in the proxy's thread)."""
+    call_seconds: dict[str, float] = field(default_factory=dict)
+    """Per Thrift method, the seconds from forwarding a call's first bytes to its answer's first
+    bytes: how long the service took with it, as its client waited."""
     unavailable_answers: int = 0
     """HTTP requests answered 503 by ``unavailable()`` or ``throttle()``, not forwarded."""
     connections: int = 0
@@ -164,7 +167,7 @@ class FaultProxy:
                 self._live.add(connection)
             connection.start()
 
-    def _count(self, chunk: bytes) -> None:
+    def _count(self, chunk: bytes) -> list[str]:
         names = []
         for found in THRIFT_CALL.finditer(chunk):
             length = found.group(1)[0]
@@ -176,6 +179,11 @@ class FaultProxy:
         for method in names:
             if self.on_call is not None:
                 self.on_call(method)
+        return names
+
+    def _answered(self, method: str, seconds: float) -> None:
+        with self._lock:
+            self.call_seconds[method] = self.call_seconds.get(method, 0.0) + seconds
 
     def _claim(self, chunk: bytes) -> str | None:
         """The loss mode when ``chunk`` is the armed request (disarming it), else None."""
@@ -194,6 +202,8 @@ class _Connection:
     def __init__(self, proxy: FaultProxy, client: socket.socket, upstream: socket.socket) -> None:
         self.proxy, self.client, self.upstream = proxy, client, upstream
         self.losing: str | None = None
+        self.waiting: tuple[str, float] | None = None
+        """The Thrift call forwarded last and when, until its answer starts (a connection's calls take turns)."""
 
     def start(self) -> None:
         threading.Thread(target=self._requests, daemon=True).start()
@@ -205,7 +215,8 @@ class _Connection:
                 if data[:1].isalpha() and self.proxy._unavailable_now():  # a request line: answered here
                     self.client.sendall(SERVICE_UNAVAILABLE)
                     break
-                self.proxy._count(data)
+                if names := self.proxy._count(data):
+                    self.waiting = (names[-1], time.monotonic())
                 if self.losing is None:
                     self.losing = self.proxy._claim(data)
                 self.upstream.sendall(data)
@@ -216,6 +227,10 @@ class _Connection:
     def _answers(self) -> None:
         try:
             while data := self.upstream.recv(65536):
+                if self.waiting is not None:
+                    method, since = self.waiting
+                    self.waiting = None
+                    self.proxy._answered(method, time.monotonic() - since)
                 if self.losing is not None:
                     # The service answered: it has applied the request. Its answer goes nowhere.
                     if self.losing == "503":

@@ -1,6 +1,7 @@
 """ctas_devstack/fault_proxy.py: the service applies the request whose answer the proxy loses, the
-loss is one-shot and only for the request it names, a refusing proxy lets nothing through, and one
-that is down looks killed to its clients (connections reset, connecting refused) until it is up again."""
+loss is one-shot and only for the request it names, a refusing proxy lets nothing through, one
+that is down looks killed to its clients (connections reset, connecting refused) until it is up again,
+and each Thrift call is timed from its forwarding to its answer."""
 
 from __future__ import annotations
 
@@ -126,3 +127,31 @@ def test_a_proxy_that_is_down_resets_open_connections_refuses_new_ones_and_comes
     assert proxy.port == port
     assert _post(proxy, "/b/k", "3") == "200 ok"
     assert _Service.applied == ["/b/k 1", "/b/k 3"]
+
+
+def test_each_thrift_call_is_counted_with_the_time_its_service_took_to_answer() -> None:
+    """What the metastore-calls report attributes to the service: from a call's forwarding to its answer."""
+    listener = socket.create_server(("127.0.0.1", 0))
+    delays = {b"get_table": 0.05, b"alter_partitions": 0.4}
+
+    def serve() -> None:
+        connection, _ = listener.accept()
+        with connection:
+            while request := connection.recv(65536):
+                name = request[8 : 8 + request[7]]
+                time.sleep(delays[name])
+                connection.sendall(b"\x80\x01\x00\x02" + request[4:] + b"answer")
+
+    threading.Thread(target=serve, daemon=True).start()
+    proxy = FaultProxy(listener.getsockname()).start()
+    try:
+        with socket.create_connection(("127.0.0.1", proxy.port)) as client:
+            for name in (b"get_table", b"alter_partitions", b"get_table"):
+                client.sendall(b"\x80\x01\x00\x01\x00\x00\x00" + bytes([len(name)]) + name + b"\x00\x00\x00\x01")
+                assert client.recv(65536).endswith(b"answer")
+    finally:
+        proxy.stop()
+        listener.close()
+    assert proxy.calls == {"get_table": 2, "alter_partitions": 1}
+    assert proxy.call_seconds["alter_partitions"] >= 0.4
+    assert 0.1 <= proxy.call_seconds["get_table"] < proxy.call_seconds["alter_partitions"]
