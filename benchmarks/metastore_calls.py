@@ -2,13 +2,14 @@
 
     bash benchmarks/run.sh --metastore-calls [--partitions 1 10 100 1000] [--rows 10000] [--metastore derby]
 
-A Hive metastore service (the dev stack's; its state in PostgreSQL, as a production metastore's is,
-or with ``--metastore derby`` in Derby) sits behind the dev stack's proxy, which counts the
-Thrift calls it forwards, by method. One pyspark driver (local[2]) reaches the service through the
-proxy and runs, per operation, the plain statement a user runs for it and the provider's phases in
-process, phase by phase, as a driver runs them, each on a table of its own (one that exists already
-where the operation replaces one). Both run in the same warm session, so neither pays the session's
-first calls; the counts do not depend on the rows, only on the operation and its partitions.
+A Hive metastore service (the dev stack's; its state in PostgreSQL on 127.0.0.1:5432, which
+``run.sh`` starts, as a production metastore's is, or with ``--metastore derby`` in Derby) sits
+behind the dev stack's proxy, which counts the Thrift calls it forwards, by method. One pyspark
+driver (local[2]) reaches the service through the proxy and runs, per operation, the plain statement
+a user runs for it and the provider's phases in process, phase by phase, as a driver runs them, each
+on a table of its own (one that exists already where the operation replaces one). Both run in the
+same warm session, so neither pays the session's first calls; the counts do not depend on the rows,
+only on the operation and its partitions.
 
 The report (build/reports/metastore-calls.md, with a history marker) gives per operation the plain
 statement's calls, the provider's per phase, the calls it makes beyond the plain statement's, by
@@ -20,7 +21,6 @@ from __future__ import annotations
 
 import argparse
 import shutil
-import subprocess
 import sys
 import tempfile
 import threading
@@ -203,17 +203,8 @@ def _plain(spark: Any, proxy: FaultProxy, operation: Operation, rows: int) -> tu
     return counted, time.monotonic() - started
 
 
-def _postgres(action: str) -> str:
-    """``scripts/postgres.sh``: the server on 127.0.0.1:5432, started here only if none answers."""
-    done = subprocess.run(["bash", str(REPO / "scripts" / "postgres.sh"), action], capture_output=True, text=True)
-    if done.returncode != 0:
-        raise RuntimeError(f"scripts/postgres.sh {action} failed: {done.stderr[-2000:]}")
-    return done.stdout.strip()
-
-
 def measure(partitions: list[int], rows: int, metastore: str) -> dict[str, Counted]:
     root = Path(tempfile.mkdtemp(prefix="metastore-calls-"))
-    started_postgres = metastore == "postgres" and _postgres("start") == "started"
     database = f"ctas_calls_{uuid.uuid4().hex[:8]}" if metastore == "postgres" else None
     service = HiveMetastore(root / "hms", postgres_database=database).start()
     sources = Sources()
@@ -236,8 +227,6 @@ def measure(partitions: list[int], rows: int, metastore: str) -> dict[str, Count
         proxy.stop()
         service.stop(grace=1.0)
         shutil.rmtree(root, ignore_errors=True)
-        if started_postgres:
-            _postgres("stop")
     return counted
 
 
