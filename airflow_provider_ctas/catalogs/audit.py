@@ -102,7 +102,7 @@ def _out_of_range(check: ValueRange) -> str:
     return f"{column} IS NOT NULL AND ({' OR '.join(bounds)})"
 
 
-def _violations(check: Check) -> str | None:
+def violations(check: Check) -> str | None:
     """A built-in check's condition on one row, for the checks that count offending rows."""
     if isinstance(check, NotNull) and not isinstance(check, Unique):
         return _any_null(check.column_names)
@@ -119,7 +119,7 @@ def aggregates(check: Check) -> list[str]:
     if isinstance(check, Unique):
         cols = ", ".join(quote(c) for c in check.column_names)
         return [f"count_if({_all_present(check.column_names)})", f"count(DISTINCT {cols})"]
-    condition = _violations(check)
+    condition = violations(check)
     return [f"count_if({condition})"] if condition else []
 
 
@@ -135,7 +135,8 @@ class Auditor:
     # -- views ---------------------------------------------------------------------------------
 
     def define_views(self) -> None:
-        """(Re)define the views the checks read; cheap (no job), done in begin and again in audit."""
+        """(Re)define the views the checks read; cheap (no job), done in audit (and in begin when a
+        custom query must analyse over them)."""
         t = self.target
         cols = ", ".join(quote(c) for c in t.columns)
         published = f"SELECT * FROM {t.published}" if t.published else f"SELECT * FROM {t.staged} WHERE false"
@@ -162,7 +163,8 @@ class Auditor:
     # -- begin: analyse without running --------------------------------------------------------
 
     def analyse(self) -> None:
-        """Every check refers to columns the query produces and every custom query analyses; no job runs."""
+        """Every check refers to columns the query produces and every custom query analyses (over
+        the views, defined only for that: three statements a begin without one is spared); no job runs."""
         from pyspark.errors import AnalysisException, ParseException
 
         produced = set(self.target.columns)
@@ -170,6 +172,9 @@ class Auditor:
             missing = [c for c in check.columns() if c not in produced]
             if missing:
                 raise QueryError(f"check {check.name!r} names column(s) the query does not produce: {missing}")
+        if any(isinstance(check, SqlCheck) for check in self.checks):
+            self.define_views()
+        for check in self.checks:
             if isinstance(check, SqlCheck):
                 try:
                     self.spark.sql(as_subquery(check.sql)).schema  # noqa: B018 - analysis only
@@ -249,7 +254,7 @@ class Auditor:
                 f"SELECT {cols}, count(1) AS rows FROM {view} WHERE {_all_present(check.column_names)} "
                 f"GROUP BY {cols} HAVING count(1) > 1"
             )
-        return f"SELECT * FROM {view} WHERE {_violations(check)}"
+        return f"SELECT * FROM {view} WHERE {violations(check)}"
 
     def _sample(self, query: str) -> list[dict[str, str]]:
         rows = self.spark.sql(f"SELECT * FROM ({query}) AS __ctas_sample LIMIT {SAMPLE_ROWS}").collect()

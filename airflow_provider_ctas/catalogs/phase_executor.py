@@ -65,9 +65,7 @@ class PhaseExecutor(ReportsProgress, ABC, Generic[T, P]):
             self.begin(report)
             if self.checks and self.progress.reached is Reached.BEGUN:
                 # Checks that cannot run fail here, before any data is written.
-                auditor = Auditor(self.spark, self.checks, self.audit_target())
-                auditor.define_views()
-                auditor.analyse()
+                Auditor(self.spark, self.checks, self.audit_target()).analyse()
         elif phase == "prepare":
             self.prepare(report)
         elif phase == "audit":

@@ -365,6 +365,9 @@ class ClassicEngine:
             done.set()
             context.setJobDescription(None)  # type: ignore[arg-type]
 
+    reports_written_rows = True
+    """A write command's result carries its rows (``write_metrics``)."""
+
     def write_metrics(self, result: DataFrame) -> Details:
         """Rows, files and bytes from the write command's own SQL metrics (no second pass over data)."""
         found: dict[str, int] = {}
@@ -527,6 +530,8 @@ class ConnectEngine:
             yield
         finally:
             self.spark.removeProgressHandler(handler)  # type: ignore[arg-type]
+
+    reports_written_rows = False
 
     def write_metrics(self, result: DataFrame) -> Details:
         """Spark Connect returns no metrics for a write command; the caller counts the rows."""

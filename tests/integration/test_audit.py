@@ -13,6 +13,7 @@ from typing import Any
 import pytest
 
 from airflow_provider_ctas.catalogs import create_two_phase_table
+from airflow_provider_ctas.catalogs.write_observation import WriteObservation
 from airflow_provider_ctas.checks import (
     AcceptedValues,
     NotNull,
@@ -120,6 +121,9 @@ def test_a_failed_check_publishes_nothing_and_names_what_failed(spark, database)
     assert result.error is not None and result.error["code"] == "AUDIT_FAILED"
     assert result.error["phase"] == "audit"
     assert "3 of 4 check(s) failed" in result.error["message"]
+    # The guard stopped the first write; the second counted every check's offending rows.
+    stopped = [line for line in log.lines if "which stopped the write; writing again" in line]
+    assert len(stopped) == 1 and "not_null(code)" in stopped[0], log.lines
     assert any("3 built-in check(s)" in line and "measured while the data was written" in line for line in log.lines)
     checks = by_name(result)
     assert (checks["not_null(code)"]["passed"], checks["not_null(code)"]["value"]) == (False, 3)
@@ -196,3 +200,44 @@ def test_a_failed_check_on_create_leaves_no_target(spark, database):
     assert result.details["files"] >= 1, "the insert command's own metrics, as without checks"
     assert not fresh(spark).catalog.tableExists(target)
     assert leftovers(spark, database) == []
+
+
+def test_the_write_guards_row_checks_in_its_own_code_and_a_violation_stops_it(spark, tmp_path):
+    """Row checks are a guard in the written query, not observed counts: a write that passes them
+    keeps the columns' types and nullability, and one offending row fails it naming the check."""
+    checks: list[Check] = [
+        RowCount(min=1),
+        NotNull("id"),
+        AcceptedValues(column="status", values=["open"]),
+        ValueRange(column="id", max=99),
+    ]
+    query = "SELECT id, IF(id < {n}, 'open', 'late') AS status FROM range(100)"
+    good = spark.sql(query.format(n=100))
+    observation = WriteObservation(checks, partial=False)
+    guarded = observation.attach(good, good.schema)
+    assert [c.name for c in observation.guarded] == ["not_null(id)", "accepted_values(status)", "value_range(id)"]
+    assert [c.name for c in observation.observed] == ["row_count"]
+    assert guarded.schema == good.schema  # types and nullability: a table may require a column
+    guarded.write.parquet(str(tmp_path / "good"))
+    measured = observation.collect(Log())
+    assert measured is not None and measured.rows == 100
+    assert dict(measured.counts) == {
+        "not_null(id)": [0],
+        "accepted_values(status)": [0],
+        "value_range(id)": [0],
+        "row_count": [],
+    }
+
+    # A write that reports its rows itself (an INSERT's metrics) needs no observation at all.
+    reported = observation.attach(good, good.schema, rows_reported=True)
+    assert observation.observation is None
+    assert "CollectMetrics" not in reported._jdf.queryExecution().optimizedPlan().toString()
+    assert "CollectMetrics" in guarded._jdf.queryExecution().optimizedPlan().toString()
+    assert observation.collect(Log()) is None, "rows neither observed nor reported: the audit counts them"
+    assert observation.collect(Log(), rows=100) == measured
+
+    bad = spark.sql(query.format(n=60))
+    with pytest.raises(Exception) as stopped:  # noqa: PT011 - Spark's own error, whatever its class
+        observation.attach(bad, bad.schema).write.parquet(str(tmp_path / "bad"))
+    assert observation.tripped(stopped.value) == checks[2]
+    assert observation.tripped(RuntimeError("a write that failed for another reason")) is None

@@ -168,7 +168,7 @@ def test_what_the_write_observed_is_split_back_into_each_checks_counts():
     checks = [RowCount(min=1), Unique("id"), NotNull("a", "b"), AcceptedValues(column="s", values=["x"])]
     observation = WriteObservation(checks, partial=False)
     observation.observed = [c for c in checks if not isinstance(c, Unique)]
-    observation.observation = _Delivered({"a0": 7, "a1": 2, "a2": None})
+    observation.attached, observation.observation = True, _Delivered({"a0": 7, "a1": 2, "a2": None})
     measured = observation.collect(_Log())
     assert measured == Measured(7, {"row_count": [], "not_null(a,b)": [2], "accepted_values(s)": [0]})
     assert observation.measured is measured
@@ -178,10 +178,52 @@ def test_an_observation_that_delivered_nothing_leaves_the_checks_to_the_audit_qu
     log = _Log()
     observation = WriteObservation([NotNull("a")], partial=False)
     observation.observed = list(observation.checks)
-    observation.observation = _Delivered({})  # what Spark Connect gives for a SQL insert
+    observation.attached, observation.observation = True, _Delivered({})  # what Spark Connect gives for a SQL insert
     assert observation.collect(log) is None
     assert observation.measured is None
     assert "counted by a query" in log.lines[0]
+
+
+def _stopping_write(observation: WriteObservation, failures: list[Exception]):
+    """A write that fails with each of ``failures`` in turn, then succeeds; it records whether
+    the observation was guarding each time."""
+    guarding: list[bool] = []
+
+    def write() -> str:
+        guarding.append(observation.guarding)
+        if failures:
+            raise failures.pop(0)
+        return "written"
+
+    return write, guarding
+
+
+def test_a_write_a_guard_stopped_runs_again_counting_and_another_failure_is_not_retried():
+    log = _Log()
+    observation = WriteObservation([NotNull("a"), ValueRange(column="b", max=3)], partial=False)
+    observation.guarded = list(observation.checks)
+    write, guarding = _stopping_write(
+        observation, [RuntimeError("[USER_RAISED_EXCEPTION] airflow-ctas-check-violated:1")]
+    )
+    assert observation.write(write, log, rewritable=lambda: True) == "written"
+    assert guarding == [True, False]
+    assert "check 'value_range(b)'" in log.lines[0] and "writing again" in log.lines[0]
+
+    other = WriteObservation([NotNull("a")], partial=False)
+    other.guarded = list(other.checks)
+    write, guarding = _stopping_write(other, [RuntimeError("disk full")])
+    with pytest.raises(RuntimeError, match="disk full"):
+        other.write(write, log, rewritable=lambda: True)
+    assert guarding == [True]
+
+
+def test_a_guard_stop_that_left_rows_behind_fails_the_check_without_writing_again():
+    observation = WriteObservation([NotNull("a")], partial=False)
+    observation.guarded = list(observation.checks)
+    write, guarding = _stopping_write(observation, [RuntimeError("airflow-ctas-check-violated:0")])
+    with pytest.raises(AuditFailedError, match=r"check 'not_null\(a\)' failed, nothing was published"):
+        observation.write(write, _Log(), rewritable=lambda: False)
+    assert guarding == [True]
 
 
 def test_a_failed_check_names_itself_its_value_and_a_sample():

@@ -38,13 +38,18 @@ def write_staging(run: DeltaRun, observation: WriteObservation) -> tuple[str, in
     """Appends the query's rows to the (created) staging table, observed for the checks the write
     measures; what it touched, and the rows."""
     staging = run.table.staging_table()
-    frame = observation.for_checks(run.query(), lambda: run.spark.table(staging.quoted).schema)
-    with run.engine.progress(f"prepare {run.table.target}", run.log), run.user_metadata():
-        # The append carries no application version: on a table nobody else writes it would only
-        # cost Delta a state reconstruction (measured: +3 s); retries read the published table's
-        # markers instead.
-        frame.writeTo(staging.quoted).append()
-    observation.collect(run.log)
+
+    def append() -> None:
+        frame = observation.for_checks(run.query(), lambda: run.spark.table(staging.quoted).schema)
+        with run.engine.progress(f"prepare {run.table.target}", run.log), run.user_metadata():
+            # The append carries no application version: on a table nobody else writes it would only
+            # cost Delta a state reconstruction (measured: +3 s); retries read the published table's
+            # markers instead.
+            frame.writeTo(staging.quoted).append()
+        observation.collect(run.log)
+
+    # A write that fails commits nothing to the Delta log: nothing of it is left to read.
+    observation.write(append, run.log, rewritable=lambda: True)
     commit = run.logged_commit(staging.quoted, run.managed_location(staging), version=1)
     if commit is None:
         raise PublishError(f"try {run.table.try_number}'s commit is not in {staging}'s history")

@@ -26,23 +26,29 @@ def staged_name(run: IcebergRun, plan: IcebergPlan) -> str:
 
 
 def write(run: IcebergRun, plan: IcebergPlan, what: str, observation: WriteObservation) -> tuple[Staged, str]:
-    """Writes the query where this try stages, observed for the checks the write measures; the
-    snapshot summary carries the provenance."""
+    """Writes the query where this try stages, guarded and observed for the checks the write
+    measures; the snapshot summary carries the provenance."""
     from pyspark.sql.functions import lit
 
     into = staged_name(run, plan)
-    frame = observation.for_checks(
-        run.spark.sql(as_subquery(run.request.sql or "")), lambda: run.spark.table(into).schema
-    )
-    writer = frame.writeTo(into).options(**{SNAPSHOT_PROPERTY + k: v for k, v in try_markers(run.table).items()})
-    with run.engine.progress(what, run.log):
-        if plan.in_staging_table:
-            writer.append()
-        elif run.table.mode is Mode.OVERWRITE_PARTITIONS:
-            writer.overwritePartitions()
-        else:
-            writer.overwrite(lit(True))
-    observation.collect(run.log)
+    markers = {SNAPSHOT_PROPERTY + k: v for k, v in try_markers(run.table).items()}
+
+    def write_into() -> None:
+        frame = observation.for_checks(
+            run.spark.sql(as_subquery(run.request.sql or "")), lambda: run.spark.table(into).schema
+        )
+        writer = frame.writeTo(into).options(**markers)
+        with run.engine.progress(what, run.log):
+            if plan.in_staging_table:
+                writer.append()
+            elif run.table.mode is Mode.OVERWRITE_PARTITIONS:
+                writer.overwritePartitions()
+            else:
+                writer.overwrite(lit(True))
+        observation.collect(run.log)
+
+    # A write that fails commits no snapshot: nothing of it is left to read.
+    observation.write(write_into, run.log, rewritable=lambda: True)
     staged = _written_snapshot(run, plan)
     run.details["row_count"] = staged.row_count
     run.details["snapshot_id"] = staged.snapshot_id

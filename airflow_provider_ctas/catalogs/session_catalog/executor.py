@@ -105,13 +105,21 @@ class SessionCatalogExecutor(PhaseExecutor[SessionCatalogTable, Plan]):
         staging = ctx.staging_table
         if not self.written.checks:
             return self._write_metrics(ctx.spark.sql(f"INSERT INTO {staging.quoted} BY NAME {as_subquery(sql)}"))
-        frame = self.written.attach(ctx.spark.sql(as_subquery(sql)), ctx.spark.table(staging.quoted).schema)
-        result = ctx.catalog.engine.insert_observed(frame, staging)
-        metrics = self._write_metrics(result) if result is not None else {}
-        measured = self.written.collect(ctx.log)
-        if measured is not None:
-            metrics.setdefault("row_count", measured.rows)
-        return metrics
+
+        engine = ctx.catalog.engine
+
+        def insert() -> Details:
+            query, schema = ctx.spark.sql(as_subquery(sql)), ctx.spark.table(staging.quoted).schema
+            frame = self.written.attach(query, schema, rows_reported=engine.reports_written_rows)
+            result = engine.insert_observed(frame, staging)
+            metrics = self._write_metrics(result) if result is not None else {}
+            measured = self.written.collect(ctx.log, metrics.get("row_count"))
+            if measured is not None:
+                metrics.setdefault("row_count", measured.rows)
+            return metrics
+
+        empty = f"SELECT 1 FROM {staging.quoted} LIMIT 1"
+        return self.written.write(insert, ctx.log, lambda: not ctx.spark.sql(empty).take(1))
 
     def _append(self, plan: Plan, sql: str) -> Details:
         """The new version appended to the staging directory: append keeps its marker, and Spark SQL
@@ -121,19 +129,23 @@ class SessionCatalogExecutor(PhaseExecutor[SessionCatalogTable, Plan]):
         partitions by listing the directory once."""
         ctx = self.ctx
         root, partition_by = plan.staging_location or "", list(ctx.table.partition_by)
-        frame = ctx.spark.sql(as_subquery(sql)).select(*[quote(name) for name, _ in plan.columns])
-        writer = self.written.attach(frame, ctx.staged_schema).write.mode("append")
-        if partition_by:
-            writer = writer.partitionBy(*partition_by)
-        writer.format(ctx.table.table_format).save(root)
-        files = ctx.catalog.fs.data_files(root)
-        if partition_by:
-            ctx.staged_partitions = partition_directories(root, [path for path, _ in files], partition_by)
-        metrics: Details = {"files": len(files), "bytes": sum(size for _, size in files)}
-        measured = self.written.collect(ctx.log)
-        if measured is not None:
-            metrics["row_count"] = measured.rows
-        return metrics
+
+        def append() -> Details:
+            frame = ctx.spark.sql(as_subquery(sql)).select(*[quote(name) for name, _ in plan.columns])
+            writer = self.written.attach(frame, ctx.staged_schema).write.mode("append")
+            if partition_by:
+                writer = writer.partitionBy(*partition_by)
+            writer.format(ctx.table.table_format).save(root)
+            files = ctx.catalog.fs.data_files(root)
+            if partition_by:
+                ctx.staged_partitions = partition_directories(root, [path for path, _ in files], partition_by)
+            metrics: Details = {"files": len(files), "bytes": sum(size for _, size in files)}
+            measured = self.written.collect(ctx.log)
+            if measured is not None:
+                metrics["row_count"] = measured.rows
+            return metrics
+
+        return self.written.write(append, ctx.log, lambda: not ctx.catalog.fs.data_files(root))
 
     def _staged(self) -> str:
         """The name the staged version is read by: the staging table, or a temporary view over the
