@@ -61,6 +61,27 @@ def test_create_over_connect_is_atomic(stack, connect_server, spark, database):
     assert after.task_state == "success"
 
 
+def test_a_check_that_fails_over_connect_stops_the_write_and_is_reported_with_its_count(
+    stack, connect_server, spark, database
+):
+    """The guard's error reaches the client through Connect: the write is stopped, written again to
+    count, and the check fails with its count and sample, nothing published."""
+    target = f"{database}.rejected"
+    sql = "SELECT id, IF(id % 100 = 7, NULL, CAST(id % 3 AS STRING)) AS country FROM range(0, 1000, 1, 4)"
+    checks = [{"type": "row_count", "min": 1}, {"type": "not_null", "columns": ["country"]}]
+    run = run_dag(make_dag("connect_rejected", target_table=target, sql=sql, conn_id=CONNECT_CONN_ID, checks=checks))
+
+    assert run.task_state == "failed"
+    txn = transaction("connect_rejected", run.run_id)
+    assert txn["details"]["error"]["code"] == "AUDIT_FAILED", txn["details"]["error"]
+    results = {c["name"]: c for c in txn["details"]["checks"]}
+    assert [(c["passed"], c["value"]) for c in results.values()] == [(True, 1000), (False, 10)]
+    sample = {row["id"] for row in results["not_null(country)"]["sample"]}
+    assert len(sample) == 5 and sample <= {str(i) for i in range(7, 1000, 100)}, sample
+    assert not table_exists(spark, target)
+    assert leftovers(spark, database) == []
+
+
 def test_replace_over_connect_flips_and_deletes_what_it_superseded(stack, connect_server, spark, database, monkeypatch):
     target = f"{database}.dim"
     first = run_dag(make_dag("connect_replace_1", target_table=target, mode="replace", sql="SELECT id FROM range(300)",
