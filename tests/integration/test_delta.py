@@ -133,10 +133,16 @@ def test_delta_lifecycle(stack, spark, reader, on_spark41, database):
     )
 
     # A failed check: the staged rows are never published, the table and its history stay as they were.
+    # The NULL stops the staging's write (a guard); the write again counts what fails.
     versions = len(reader.history(target))
     state, txn = _ctas("delta_audit_fails", on_spark41, target_table=target, mode="replace",
-                       sql="SELECT 1 AS id, 'x' AS k, 0 AS extra FROM range(3)", checks=checks)  # fmt: skip
+                       sql="SELECT 1 AS id, IF(id = 1, NULL, 'x') AS k, 0 AS extra FROM range(3)",
+                       checks=checks)  # fmt: skip
     assert state == "failed" and _error(txn)[0] == "AUDIT_FAILED", txn
+    assert [(c["passed"], c["value"], c["note"]) for c in txn["details"]["checks"]] == [
+        (False, 2, ""),
+        (False, 1, "measured by the write"),
+    ]
     assert reader.rows(f"SELECT count(*), max(extra) FROM {target}") == [[50, 98]]
     assert len(reader.history(target)) == versions, "no commit"
     assert _leftovers(spark, reader, database) == []

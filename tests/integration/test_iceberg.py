@@ -101,12 +101,17 @@ def test_iceberg_lifecycle(stack, spark, reader, on_spark41, database):
 
     # Same-shape replace: staged on a branch, main moved in one metadata swap.
     first_snapshot = reader.value(f"SELECT snapshot_id FROM {target}.refs WHERE name = 'main'")
-    # A check that fails on the branch: main keeps its version, the branch and fence go.
+    # Checks that fail on the branch: main keeps its version, the branch and fence go. The range's
+    # guard stops the branch's write (which commits nothing); the write again counts what fails.
     state, txn = _ctas("ice_audit_fails", on_spark41, target_table=target, mode="replace",
                        sql="SELECT id, id % 3 AS k FROM range(50)", comment="never published",
-                       checks=[{"type": "row_count_change", "min_ratio": 0.5}])  # fmt: skip
+                       checks=[{"type": "row_count_change", "min_ratio": 0.5},
+                               {"type": "value_range", "column": "k", "max": 1}])  # fmt: skip
     assert state == "failed" and txn["details"]["error"]["code"] == "AUDIT_FAILED", txn
-    assert [(c["passed"], c["value"]) for c in txn["details"]["checks"]] == [(False, round(50 / 700, 4))]
+    assert [(c["passed"], c["value"], c["note"]) for c in txn["details"]["checks"]] == [
+        (False, round(50 / 700, 4), "50 rows now, 700 published; measured by the write"),
+        (False, 16, "measured by the write"),
+    ]
     assert reader.value(f"SELECT count(*) FROM {target}") == 700
     assert reader.comments(target) == ("events", {"id": "event id", "k": "bucket"}), "a failed try changes none"
     assert _leftovers(reader, database, target) == []
