@@ -4,9 +4,8 @@ A check on each row (NULLs, accepted values, value ranges) is a guard in the que
 staged version: an expression in its generated code that fails the write at the first offending row.
 The rows are counted by the write command's own metrics where it reports them, else by Spark's
 observed metrics on the same write. Observed metrics could count the offending rows too, but Spark
-evaluates them row by row outside the generated code: writing 1e7 rows locally
-(``benchmarks/write_checks.py``), the rows and four checks' counts observed cost 11 % of the write,
-the guards with the rows observed 5 %, the guards alone 3 %.
+evaluates them row by row outside the generated code, which costs a write several times what the
+guards do (``benchmarks/write_checks.py`` measures each form; docs/costs.md lists its runs).
 
 A guard that stops a write leaves a failed check without its counts and sample rows, so the write
 runs again without guards, counting every check's offending rows as observed metrics, and the audit
