@@ -13,11 +13,13 @@ from __future__ import annotations
 
 import json
 import re
+from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
 from airflow_provider_ctas.core.identifiers import TableRef
 from airflow_provider_ctas.spark.errors import error_condition
+from airflow_provider_ctas.spark.statements import statement_rows
 
 if TYPE_CHECKING:
     from pyspark.sql import Row, SparkSession
@@ -73,7 +75,7 @@ def _rows_unless_gone(spark: SparkSession, statement: str) -> list[Row] | None:
     from pyspark.errors import AnalysisException
 
     try:
-        return spark.sql(statement).collect()
+        return statement_rows(spark, statement)
     except AnalysisException as exc:
         if error_condition(exc).startswith("TABLE_OR_VIEW_NOT_FOUND"):
             return None
@@ -91,13 +93,20 @@ def described_location(spark: SparkSession, ref: TableRef) -> str | None:
     return None if rows is None else parse_describe(rows)[2].get("Location")
 
 
-def described(spark: SparkSession, ref: TableRef) -> CatalogEntry | None:
+def described(spark: SparkSession, ref: TableRef, at_once: bool = False) -> CatalogEntry | None:
     """The entry through SQL. Existence is asked first: a statement on a missing table would make
-    Spark log an ERROR with a stack trace, for an answer begin expects."""
+    Spark log an ERROR with a stack trace, for an answer begin expects. ``at_once``: the two
+    statements are sent together (over Spark Connect each is a round trip; issue 53)."""
     if not spark.catalog.tableExists(ref.quoted):
         return None
-    rows = _rows_unless_gone(spark, f"DESCRIBE TABLE EXTENDED {ref.quoted}")
-    props = properties_by_sql(spark, ref) if rows is not None else None
+    if at_once:
+        with ThreadPoolExecutor(1, thread_name_prefix="airflow-ctas-describe") as pool:
+            properties = pool.submit(properties_by_sql, spark, ref)
+            rows = _rows_unless_gone(spark, f"DESCRIBE TABLE EXTENDED {ref.quoted}")
+            props = properties.result()
+    else:
+        rows = _rows_unless_gone(spark, f"DESCRIBE TABLE EXTENDED {ref.quoted}")
+        props = properties_by_sql(spark, ref) if rows is not None else None
     if rows is None or props is None:
         return None
     columns, partitions, details = parse_describe(rows)

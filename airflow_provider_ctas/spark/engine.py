@@ -29,6 +29,7 @@ from airflow_provider_ctas.spark.catalog_entry import (
 from airflow_provider_ctas.spark.errors import error_condition
 from airflow_provider_ctas.spark.filesystem import ConnectFileSystem, FileSystem, HadoopFileSystem
 from airflow_provider_ctas.spark.plan_lineage import InputEntry, leaf_inputs, plan_column_lineage
+from airflow_provider_ctas.spark.statements import statement_rows
 
 if TYPE_CHECKING:
     from pyspark.sql import DataFrame, SparkSession
@@ -435,13 +436,19 @@ class ConnectEngine:
         return self.hive_setting("hive.metastore.uris")
 
     def database_location(self, database: str) -> str | None:
-        if not self.spark.catalog.databaseExists(database):
-            return None
-        return str(self.spark.catalog.getDatabase(database).locationUri)
+        """One round trip: asking whether it exists first would be a second (issue 53)."""
+        from pyspark.errors import AnalysisException
+
+        try:
+            return str(self.spark.catalog.getDatabase(database).locationUri)
+        except AnalysisException as exc:
+            if error_condition(exc).startswith("SCHEMA_NOT_FOUND"):
+                return None
+            raise
 
     def table_entry(self, ref: TableRef) -> CatalogEntry | None:
         """The SQL commands: a Connect client has no handle on the server's session catalog."""
-        return described(self.spark, ref)
+        return described(self.spark, ref, at_once=True)
 
     def table_location(self, ref: TableRef) -> str | None:
         """One round trip where :meth:`table_entry` makes three: a flip's re-reads of the location
@@ -455,7 +462,7 @@ class ConnectEngine:
     def partitions(self, ref: TableRef, columns: list[str]) -> dict[tuple[str, ...], str]:
         """``SHOW PARTITIONS``, then one ``DESCRIBE ... PARTITION`` per partition for its location."""
         found: dict[tuple[str, ...], str] = {}
-        for row in self.spark.sql(f"SHOW PARTITIONS {ref.quoted}").collect():
+        for row in statement_rows(self.spark, f"SHOW PARTITIONS {ref.quoted}"):
             spec = {}
             for pair in str(row["partition"]).split("/"):
                 key, value = pair.split("=", 1)
@@ -465,7 +472,7 @@ class ConnectEngine:
         return found
 
     def _partition_location(self, ref: TableRef, clause: str) -> str:
-        described = self.spark.sql(f"DESCRIBE TABLE EXTENDED {ref.quoted} PARTITION ({clause})").collect()
+        described = statement_rows(self.spark, f"DESCRIBE TABLE EXTENDED {ref.quoted} PARTITION ({clause})")
         # The partition's own section comes before the table's; its Location row is the first.
         return str(next(r["data_type"] for r in described if r["col_name"] == "Location"))
 

@@ -10,6 +10,7 @@ import dataclasses
 import json
 import signal
 from pathlib import Path
+from typing import Any
 from urllib.parse import urlparse
 
 import pytest
@@ -294,3 +295,36 @@ def test_a_switch_undone_over_connect_after_a_newer_try_published_restores_the_n
 
     assert len(failures) == 1 and isinstance(failures[0], FencedError), failures
     assert count(spark, target) == 50, "the newer try's publish stands"
+
+
+def test_a_command_s_rows_are_read_from_its_answer_over_connect(connect_spark, spark, database):
+    """A command's rows come back with the command: reading them from the answer gives what
+    ``collect()`` gives, without sending them back to the server (issue 53)."""
+    from airflow_provider_ctas.spark.statements import statement_rows
+
+    target = f"{database}.described"
+    spark.sql(f"CREATE TABLE {target} (id BIGINT, name VARCHAR(8), ds STRING) USING parquet PARTITIONED BY (ds) "
+              "TBLPROPERTIES ('note' = 'a, b=c')")  # fmt: skip
+    spark.sql(f"INSERT INTO {target} VALUES (1, 'x', 'a')")
+    client: Any = connect_spark.client
+    sent: list[str] = []
+    execute = client._execute_and_fetch
+
+    def counted(request: Any, *args: Any, **kwargs: Any) -> Any:
+        sent.append(request.plan.WhichOneof("op_type"))
+        return execute(request, *args, **kwargs)
+
+    client._execute_and_fetch = counted
+    try:
+        for statement in (f"DESCRIBE TABLE EXTENDED {target}", f"SHOW TBLPROPERTIES {target}",
+                          f"SHOW TABLES IN {database}", f"SHOW PARTITIONS {target}"):  # fmt: skip
+            sent.clear()
+            rows = statement_rows(connect_spark, statement)
+            assert sent == ["command"], f"{statement}: one round trip, not {sent}"
+            assert rows == connect_spark.sql(statement).collect(), statement
+            assert rows, statement
+        sent.clear()
+        assert statement_rows(connect_spark, f"SELECT count(1) AS n FROM {target}")[0]["n"] == 1
+        assert sent == ["command", "root"], "a query's rows are fetched by running it"
+    finally:
+        client._execute_and_fetch = execute

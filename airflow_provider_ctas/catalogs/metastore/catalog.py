@@ -17,6 +17,7 @@ from airflow_provider_ctas.core.errors import DatabaseNotFoundError, Unsupported
 from airflow_provider_ctas.core.identifiers import TableRef, quote, sql_string_literal
 from airflow_provider_ctas.spark.catalog_entry import METASTORE_PROVIDERS, CatalogEntry
 from airflow_provider_ctas.spark.engine import engine_for, is_connect
+from airflow_provider_ctas.spark.statements import statement_rows
 
 if TYPE_CHECKING:
     from pyspark.sql import Row, SparkSession
@@ -45,7 +46,7 @@ class CatalogClient:
         self._db_locations: dict[str, str] = {}
 
     def sql(self, statement: str) -> list[Row]:
-        return self.spark.sql(statement).collect()
+        return statement_rows(self.spark, statement)
 
     def table_info(self, ref: TableRef) -> TableInfo | None:
         """The table as the metastore has it now, or None (also when a concurrent try drops it

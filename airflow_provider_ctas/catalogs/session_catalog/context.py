@@ -3,6 +3,7 @@ what has happened so far."""
 
 from __future__ import annotations
 
+import threading
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING
@@ -44,6 +45,8 @@ class RunContext:
     """The partitions prepare wrote into a staging directory, with their directories."""
     adopted: Candidate | None = None
     """The prepared staging of an earlier try that this try took over (``durable=True``)."""
+    meanwhile: list[threading.Thread] = field(default_factory=list)
+    """After-publish steps running beside the others (:meth:`after_publish_meanwhile`)."""
 
     @property
     def staging_table(self) -> TableRef:
@@ -64,6 +67,20 @@ class RunContext:
         except Exception as exc:  # noqa: BLE001 - nothing after a publish may turn it into a failure
             self.details.setdefault("finalize_pending", []).append(f"{label}: {first_line(exc)}")
             self.log.warning(f"published, but could not {label}: {first_line(exc)}")
+
+    def after_publish_meanwhile(self, label: str, step: Callable[[], None]) -> None:
+        """An after-publish step run beside the publisher's next ones, for a step whose round trips
+        touch nothing they touch: over Spark Connect a flip's provenance (two statements on the
+        target) beside retention's file reads and writes (issue 53). The executor waits for it
+        (:meth:`settle`) when the publisher returns, so nothing after (the comments: the metastore
+        replaces a table's whole entry on each alter, and two at once can lose one) runs beside it."""
+        thread = threading.Thread(target=self.after_publish, args=(label, step), name=f"airflow-ctas {label}")
+        thread.start()
+        self.meanwhile.append(thread)
+
+    def settle(self) -> None:
+        while self.meanwhile:
+            self.meanwhile.pop().join()
 
     def published_try(self, info: TableInfo) -> int | None:
         """The try of this transaction that published ``info``, or None.

@@ -183,6 +183,8 @@ class SessionCatalogExecutor(PhaseExecutor[SessionCatalogTable, Plan]):
         except TargetCreatedMeanwhile as lost:
             ctx.log.info(f"{lost}; this try's partitions go into it")
             plan = self.plan = self._into_created_target(plan, provenance, report)
+        finally:
+            ctx.settle()  # what the publisher began is done before anything else touches the target
         if ctx.progress.published:
             ctx.progress.reached = Reached.COMMITTED
             ctx.fault("after_publish")

@@ -17,14 +17,15 @@ def remove_superseded(ctx: RunContext, old_location: str, new_location: str) -> 
     """After a flip: retire the table's previous directory, and delete what its publish had kept."""
     if not old_location or old_location.rstrip("/") == new_location.rstrip("/"):
         return []
-    if ctx.catalog.read_marker(old_location) is None:
+    marker = ctx.catalog.read_marker(old_location)
+    if marker is None:
         ctx.details.setdefault("superseded_kept", []).append(old_location)
         ctx.log.warning(
             f"the previous version's data at {old_location} was not created by this provider, so it is "
             "left in place; no table points at it any more, delete it once no reader needs it"
         )
         return []
-    return [*_sweep(ctx, old_location, depth=0), _retire(ctx, old_location)]
+    return [*_sweep(ctx, marker, depth=0), _retire(ctx, old_location)]
 
 
 def remove_superseded_partitions(ctx: RunContext, columns: Sequence[str], old_locations: Sequence[str]) -> list[str]:
@@ -33,17 +34,18 @@ def remove_superseded_partitions(ctx: RunContext, columns: Sequence[str], old_lo
     share it (read per partition, 1,000 partitions cost 18 s of marker reads on local disk)."""
     touched: list[str] = []
     swept: set[str] = set()
-    owned: dict[str, bool] = {}
+    owners: dict[str, markers.MarkerFile | None] = {}
     for old_location in old_locations:
         root = old_location.rstrip("/").rsplit("/", len(columns))[0]
-        if root not in owned:
-            owned[root] = ctx.catalog.read_marker(root) is not None
-        if not owned[root]:
+        if root not in owners:
+            owners[root] = ctx.catalog.read_marker(root)
+        marker = owners[root]
+        if marker is None:
             ctx.details.setdefault("superseded_kept", []).append(old_location)
             continue
         if root not in swept:
             swept.add(root)
-            touched += _sweep(ctx, root, depth=len(columns))
+            touched += _sweep(ctx, marker, depth=len(columns))
         touched.append(_retire(ctx, old_location))
         touched += delete_if_empty(ctx, root)
     return touched
@@ -68,13 +70,13 @@ def _retire(ctx: RunContext, path: str) -> str:
     return f"{path} (superseded version kept for readers until {record.delete_after})"
 
 
-def _sweep(ctx: RunContext, root: str, depth: int) -> list[str]:
-    """Delete what ``root``'s own publish kept for readers once its time is up; what is still
-    within its time is handed on to this publish's marker, so the next one finds it."""
-    marker = ctx.catalog.read_marker(root)
+def _sweep(ctx: RunContext, marker: markers.MarkerFile, depth: int) -> list[str]:
+    """Delete what a superseded version's own publish kept for readers once its time is up; what is
+    still within its time is handed on to this publish's marker, so the next one finds it.
+    ``marker`` is the superseded version's, read once: it also said the version is this provider's."""
     touched: list[str] = []
     now = datetime.now(UTC)
-    for entry in marker.retained if marker else ():
+    for entry in marker.retained:
         due = markers.parse_time(entry.delete_after)
         if due is None or due > now:  # an unreadable time is kept, never taken as passed
             ctx.retained.setdefault(entry.path, entry)

@@ -58,7 +58,7 @@ def publish_by_flip(ctx: RunContext, pub: Publication) -> None:
     }
     report.touched.append(f"{target} location {old_location} -> {new_location} ({flipped - started:.3f}s)")
     if not stamped:
-        ctx.after_publish("record provenance", lambda: _stamp_if_still_ours(ctx, new_location, properties))
+        ctx.after_publish_meanwhile("record provenance", lambda: _stamp_if_still_ours(ctx, new_location, properties))
     if plan.registered_staging:
         ctx.after_publish("drop the staging metadata", lambda: ctx.catalog.drop(staging))
     ctx.after_publish(
