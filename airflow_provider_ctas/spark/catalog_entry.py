@@ -93,11 +93,12 @@ def described_location(spark: SparkSession, ref: TableRef) -> str | None:
     return None if rows is None else parse_describe(rows)[2].get("Location")
 
 
-def described(spark: SparkSession, ref: TableRef, at_once: bool = False) -> CatalogEntry | None:
-    """The entry through SQL. Existence is asked first: a statement on a missing table would make
-    Spark log an ERROR with a stack trace, for an answer begin expects. ``at_once``: the two
-    statements are sent together (over Spark Connect each is a round trip; issue 53)."""
-    if not spark.catalog.tableExists(ref.quoted):
+def described(spark: SparkSession, ref: TableRef, at_once: bool = False, expected: bool = False) -> CatalogEntry | None:
+    """The entry through SQL. Existence is asked first unless the table is ``expected``: a
+    statement on a missing table would make Spark log an ERROR with a stack trace, for an answer
+    begin expects. ``at_once``: the two statements are sent together (over Spark Connect each is a
+    round trip; issue 53)."""
+    if not expected and not spark.catalog.tableExists(ref.quoted):
         return None
     if at_once:
         with ThreadPoolExecutor(1, thread_name_prefix="airflow-ctas-describe") as pool:

@@ -24,7 +24,7 @@ from urllib.parse import urlparse
 from airflow_provider_ctas.core.identifiers import RESERVED_PREFIX, quote, sql_string_literal
 
 if TYPE_CHECKING:
-    from pyspark.sql import DataFrame, SparkSession
+    from pyspark.sql import DataFrame, Row, SparkSession
 
 
 class FileSystem(Protocol):
@@ -175,45 +175,57 @@ class ConnectFileSystem:
         self.spark = spark
         self._scratch_database = scratch_database
 
-    def _files(self, *globs: str) -> DataFrame | None:
-        """Every non-hidden file below the paths ``globs`` match; None when they match nothing."""
+    def _files(self, *globs: str) -> DataFrame:
+        return (
+            self.spark.read.format("binaryFile")
+            .option("recursiveFileLookup", "true")
+            .load(list(globs))
+            .select("path", "modificationTime", "length")
+        )
+
+    def _file_rows(self, *globs: str, limit: int | None = None) -> list[Row]:
+        """Every non-hidden file below the paths ``globs`` match (none when they match nothing), in
+        one round trip: a missing path fails the query itself."""
         from pyspark.errors import AnalysisException
 
-        reader = self.spark.read.format("binaryFile").option("recursiveFileLookup", "true")
+        frame = self._files(*globs)
         try:
-            frame = reader.load(list(globs)).select("path", "modificationTime", "length")
-            frame.schema  # noqa: B018 - analysis is where a missing path shows
+            return (frame if limit is None else frame.limit(limit)).collect()
         except AnalysisException as exc:
-            if "PATH_NOT_FOUND" in str(getattr(exc, "getCondition", lambda: "")() or exc):
-                return None
+            if _path_not_found(exc):
+                return []
             raise
-        return frame
 
     def exists(self, uri: str) -> bool:
-        return self._files(uri) is not None
+        """Analysis alone, no job: it is where a missing path shows."""
+        from pyspark.errors import AnalysisException
+
+        try:
+            self._files(uri).schema  # noqa: B018
+        except AnalysisException as exc:
+            if _path_not_found(exc):
+                return False
+            raise
+        return True
 
     def list_names(self, uri: str, pattern: str = "*") -> list[str]:
         root = urlparse(uri).path.rstrip("/") + "/"
         names = set()
         for glob in (f"{uri}/{pattern}", f"{uri}/{pattern}/_*"):  # the second finds marker-only directories
-            frame = self._files(glob)
-            for row in frame.collect() if frame is not None else []:
+            for row in self._file_rows(glob):
                 relative = urlparse(row["path"]).path.split(root, 1)[-1]
                 names.add(relative.split("/", 1)[0])
         return sorted(n for n in names if fnmatch.fnmatchcase(n, pattern))
 
     def has_files(self, uri: str) -> bool:
-        frame = self._files(uri)
-        return frame is not None and bool(frame.limit(1).collect())
+        return bool(self._file_rows(uri, limit=1))
 
     def data_files(self, uri: str) -> list[tuple[str, int]]:
-        frame = self._files(uri)
-        return [(str(row["path"]), int(row["length"])) for row in frame.collect()] if frame is not None else []
+        return [(str(row["path"]), int(row["length"])) for row in self._file_rows(uri)]
 
     def modified_at(self, uri: str) -> float:
         """The newest file's time: a directory's own time is not visible over Connect (0 when empty)."""
-        frame = self._files(uri, f"{uri}/_*")
-        times = [row["modificationTime"].timestamp() for row in (frame.collect() if frame is not None else [])]
+        times = [row["modificationTime"].timestamp() for row in self._file_rows(uri, f"{uri}/_*")]
         return max(times, default=0.0)
 
     def read_text(self, uri: str) -> str | None:
@@ -226,7 +238,7 @@ class ConnectFileSystem:
                 .collect()
             )
         except AnalysisException as exc:
-            if "PATH_NOT_FOUND" in str(getattr(exc, "getCondition", lambda: "")() or exc):
+            if _path_not_found(exc):
                 return None
             raise
         if not rows:
@@ -249,3 +261,7 @@ class ConnectFileSystem:
             self.spark.sql(f"ALTER TABLE {scratch} ADD PARTITION (`p` = '0') LOCATION {sql_string_literal(uri)}")
         finally:
             self.spark.sql(f"DROP TABLE IF EXISTS {scratch} PURGE")
+
+
+def _path_not_found(exc: BaseException) -> bool:
+    return "PATH_NOT_FOUND" in str(getattr(exc, "getCondition", lambda: "")() or exc)

@@ -328,3 +328,24 @@ def test_a_command_s_rows_are_read_from_its_answer_over_connect(connect_spark, s
         assert sent == ["command", "root"], "a query's rows are fetched by running it"
     finally:
         client._execute_and_fetch = execute
+
+
+def test_the_connect_file_system_lists_and_reads_what_is_there_and_nothing_where_nothing_is(
+    connect_spark, tmp_path: Path
+):
+    """A path that is not there answers empty, False or None, not an error (each listing now fails
+    in its one query rather than in an analysis before it); a marker is not data."""
+    from airflow_provider_ctas.spark.filesystem import ConnectFileSystem
+
+    fs, root, missing = ConnectFileSystem(connect_spark), tmp_path / "root", tmp_path / "missing"
+    fs.write_text(f"{root}/a/_marker", "first")
+    fs.write_text(f"{root}/b", "second")
+    assert fs.exists(str(root)) and fs.has_files(str(root))
+    assert fs.list_names(str(root)) == ["a", "b"]
+    written = [Path(path.removeprefix("file:")).relative_to(root).parts[0] for path, _ in fs.data_files(str(root))]
+    assert written == ["b"], "a marker is not data"
+    assert fs.read_text(f"{root}/a/_marker") == "first\n"
+    assert fs.modified_at(f"{root}/a") > 0, "a directory holding only its marker"
+    assert not fs.exists(str(missing)) and not fs.has_files(str(missing))
+    assert fs.list_names(str(missing)) == [] and fs.data_files(str(missing)) == []
+    assert fs.modified_at(str(missing)) == 0.0 and fs.read_text(str(missing)) is None

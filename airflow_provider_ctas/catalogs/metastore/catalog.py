@@ -48,10 +48,12 @@ class CatalogClient:
     def sql(self, statement: str) -> list[Row]:
         return statement_rows(self.spark, statement)
 
-    def table_info(self, ref: TableRef) -> TableInfo | None:
+    def table_info(self, ref: TableRef, expected: bool = False) -> TableInfo | None:
         """The table as the metastore has it now, or None (also when a concurrent try drops it
-        while it is being read)."""
-        entry = self.engine.table_entry(ref)
+        while it is being read). ``expected``: the caller knows it is there (a commit re-reading
+        the target begin found), so its existence is not asked first, a round trip over Spark
+        Connect; were it gone after all, Spark logs the failed statement's error."""
+        entry = self.engine.table_entry(ref, expected)
         return None if entry is None else TableInfo(**dataclasses.asdict(entry), ref=ref)
 
     def location(self, ref: TableRef) -> str | None:
