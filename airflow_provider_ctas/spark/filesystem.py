@@ -246,7 +246,11 @@ class ConnectFileSystem:
         return str(max(rows, key=lambda r: (r["file_modification_time"], r["file_name"]))["value"])
 
     def write_text(self, uri: str, text: str) -> None:
-        frame = self.spark.createDataFrame([(text,)], "value STRING").coalesce(1)
+        """The schema as a type, not DDL text: the client would send the text to the server to parse."""
+        from pyspark.sql.types import StringType, StructField, StructType
+
+        schema = StructType([StructField("value", StringType())])
+        frame = self.spark.createDataFrame([(text,)], schema).coalesce(1)
         frame.write.mode("append").option("lineSep", "\n").text(uri)
 
     def delete(self, uri: str) -> None:

@@ -6,9 +6,12 @@ Fault injection over Connect (killed task processes, on_kill) is in the fault ma
 
 from __future__ import annotations
 
+import contextlib
 import dataclasses
 import json
 import signal
+import threading
+from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 from urllib.parse import urlparse
@@ -18,12 +21,13 @@ import pytest
 from airflow_provider_ctas.catalogs.metastore.catalog import CatalogClient
 from airflow_provider_ctas.core import markers
 from airflow_provider_ctas.core.errors import FencedError
+from airflow_provider_ctas.core.protocol import PhaseReport
 from airflow_provider_ctas.runners.spark_connect import connect_mode_confined
 from tests.support.catalog import count, fresh, leftovers, location, properties, retained_until, table_exists
 from tests.support.dags import DAGS_FOLDER, make_dag, run_dag, xcom_value
 from tests.support.faults import Reader, Trial, check_observations
 from tests.support.fixtures import CONNECT_CONN_ID
-from tests.support.phases import executor_for, held_at
+from tests.support.phases import executor_for, held_at, run_all
 from tests.support.processes import find_processes, wait_for_line
 
 pytestmark = [pytest.mark.integration, pytest.mark.slow, pytest.mark.connect]
@@ -349,3 +353,57 @@ def test_the_connect_file_system_lists_and_reads_what_is_there_and_nothing_where
     assert not fs.exists(str(missing)) and not fs.has_files(str(missing))
     assert fs.list_names(str(missing)) == [] and fs.data_files(str(missing)) == []
     assert fs.modified_at(str(missing)) == 0.0 and fs.read_text(str(missing)) is None
+
+
+@contextlib.contextmanager
+def round_trips(session: Any) -> Iterator[list[str]]:
+    """What a Connect session's client sends to the server meanwhile, one entry per request (from
+    any thread): the plan's kind, or the analysis asked for."""
+    client, sent, lock = session.client, [], threading.Lock()
+    execute, analyze = client._execute_and_fetch, client._analyze
+
+    def executed(request: Any, *args: Any, **kwargs: Any) -> Any:
+        plan = request.plan
+        kind = plan.command.WhichOneof("command_type") if plan.HasField("command") else plan.root.WhichOneof("rel_type")
+        with lock:
+            sent.append(str(kind))
+        return execute(request, *args, **kwargs)
+
+    def analyzed(method: str, **kwargs: Any) -> Any:
+        with lock:
+            sent.append(f"analyze {method}")
+        return analyze(method, **kwargs)
+
+    client._execute_and_fetch, client._analyze = executed, analyzed
+    try:
+        yield sent
+    finally:
+        client._execute_and_fetch, client._analyze = execute, analyze
+
+
+def test_a_flip_s_commit_over_connect_is_twelve_round_trips(connect_spark, spark, database):
+    """Each is a step of a guarantee (docs/costs.md, "Over Spark Connect"): the table read (its
+    DESCRIBE and properties sent together), the fence, the location an undo would restore, the SET
+    LOCATION, the re-check, the provenance (the location again, SET TBLPROPERTIES) beside the
+    retention of the replaced version (its marker, its record), the new version's marker (read,
+    written). One more is a regression of issue 53; one fewer, a step to account for."""
+    target = f"{database}.counted_flip"
+    spark.sql(f"CREATE TABLE {target} USING parquet AS SELECT id FROM range(3)")
+    run_all(executor_for(connect_spark, target, "SELECT id FROM range(5)", mode="replace"))
+    executor = executor_for(connect_spark, target, "SELECT id FROM range(7)", mode="replace")
+    for phase in ("begin", "prepare"):
+        executor.run(phase, PhaseReport(phase, "ok", 0.0))
+    with round_trips(connect_spark) as sent:
+        executor.run("commit", PhaseReport("commit", "ok", 0.0))
+
+    details = executor.ctx.details
+    assert details.get("finalize_pending") is None
+    assert sorted(sent) == sorted(
+        ["sql_command"] * 6  # DESCRIBE, SHOW TBLPROPERTIES, DESCRIBE, SET LOCATION, DESCRIBE, SET TBLPROPERTIES
+        + ["project"] * 4  # the staging marker twice (fence, re-check), the replaced one, the new one
+        + ["write_operation"] * 2  # the replaced version's retention record, the new version's marker
+    ), sent
+    assert count(spark, target) == 7
+    assert properties(spark, target)[markers.TXN_ID] == executor.table.txn_id, "the provenance, recorded beside"
+    replaced = Path(urlparse(details["publish"]["previous_location"]).path)
+    assert retained_until(replaced) is not None, "the replaced version, kept for readers"
