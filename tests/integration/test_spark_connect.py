@@ -301,6 +301,33 @@ def test_a_switch_undone_over_connect_after_a_newer_try_published_restores_the_n
     assert count(spark, target) == 50, "the newer try's publish stands"
 
 
+@contextlib.contextmanager
+def round_trips(session: Any) -> Iterator[list[tuple[str, str]]]:
+    """What a Connect session's client sends to the server meanwhile, one entry per request (from
+    any thread): the plan's type and kind (``("command", "sql_command")``), or the analysis asked
+    for (``("analyze", "schema")``)."""
+    client, sent, lock = session.client, [], threading.Lock()
+    execute, analyze = client._execute_and_fetch, client._analyze
+
+    def executed(request: Any, *args: Any, **kwargs: Any) -> Any:
+        plan = request.plan
+        kind = plan.command.WhichOneof("command_type") if plan.HasField("command") else plan.root.WhichOneof("rel_type")
+        with lock:
+            sent.append((str(plan.WhichOneof("op_type")), str(kind)))
+        return execute(request, *args, **kwargs)
+
+    def analyzed(method: str, **kwargs: Any) -> Any:
+        with lock:
+            sent.append(("analyze", method))
+        return analyze(method, **kwargs)
+
+    client._execute_and_fetch, client._analyze = executed, analyzed
+    try:
+        yield sent
+    finally:
+        client._execute_and_fetch, client._analyze = execute, analyze
+
+
 def test_a_command_s_rows_are_read_from_its_answer_over_connect(connect_spark, spark, database):
     """A command's rows come back with the command: reading them from the answer gives what
     ``collect()`` gives, without sending them back to the server (issue 53)."""
@@ -310,28 +337,16 @@ def test_a_command_s_rows_are_read_from_its_answer_over_connect(connect_spark, s
     spark.sql(f"CREATE TABLE {target} (id BIGINT, name VARCHAR(8), ds STRING) USING parquet PARTITIONED BY (ds) "
               "TBLPROPERTIES ('note' = 'a, b=c')")  # fmt: skip
     spark.sql(f"INSERT INTO {target} VALUES (1, 'x', 'a')")
-    client: Any = connect_spark.client
-    sent: list[str] = []
-    execute = client._execute_and_fetch
-
-    def counted(request: Any, *args: Any, **kwargs: Any) -> Any:
-        sent.append(request.plan.WhichOneof("op_type"))
-        return execute(request, *args, **kwargs)
-
-    client._execute_and_fetch = counted
-    try:
-        for statement in (f"DESCRIBE TABLE EXTENDED {target}", f"SHOW TBLPROPERTIES {target}",
-                          f"SHOW TABLES IN {database}", f"SHOW PARTITIONS {target}"):  # fmt: skip
-            sent.clear()
+    for statement in (f"DESCRIBE TABLE EXTENDED {target}", f"SHOW TBLPROPERTIES {target}",
+                      f"SHOW TABLES IN {database}", f"SHOW PARTITIONS {target}"):  # fmt: skip
+        with round_trips(connect_spark) as sent:
             rows = statement_rows(connect_spark, statement)
-            assert sent == ["command"], f"{statement}: one round trip, not {sent}"
-            assert rows == connect_spark.sql(statement).collect(), statement
-            assert rows, statement
-        sent.clear()
+        assert [op for op, _ in sent] == ["command"], f"{statement}: one round trip, not {sent}"
+        assert rows == connect_spark.sql(statement).collect(), statement
+        assert rows, statement
+    with round_trips(connect_spark) as sent:
         assert statement_rows(connect_spark, f"SELECT count(1) AS n FROM {target}")[0]["n"] == 1
-        assert sent == ["command", "root"], "a query's rows are fetched by running it"
-    finally:
-        client._execute_and_fetch = execute
+    assert [op for op, _ in sent] == ["command", "root"], "a query's rows are fetched by running it"
 
 
 def test_the_connect_file_system_lists_and_reads_what_is_there_and_nothing_where_nothing_is(
@@ -355,32 +370,6 @@ def test_the_connect_file_system_lists_and_reads_what_is_there_and_nothing_where
     assert fs.modified_at(str(missing)) == 0.0 and fs.read_text(str(missing)) is None
 
 
-@contextlib.contextmanager
-def round_trips(session: Any) -> Iterator[list[str]]:
-    """What a Connect session's client sends to the server meanwhile, one entry per request (from
-    any thread): the plan's kind, or the analysis asked for."""
-    client, sent, lock = session.client, [], threading.Lock()
-    execute, analyze = client._execute_and_fetch, client._analyze
-
-    def executed(request: Any, *args: Any, **kwargs: Any) -> Any:
-        plan = request.plan
-        kind = plan.command.WhichOneof("command_type") if plan.HasField("command") else plan.root.WhichOneof("rel_type")
-        with lock:
-            sent.append(str(kind))
-        return execute(request, *args, **kwargs)
-
-    def analyzed(method: str, **kwargs: Any) -> Any:
-        with lock:
-            sent.append(f"analyze {method}")
-        return analyze(method, **kwargs)
-
-    client._execute_and_fetch, client._analyze = executed, analyzed
-    try:
-        yield sent
-    finally:
-        client._execute_and_fetch, client._analyze = execute, analyze
-
-
 def test_a_flip_s_commit_over_connect_is_twelve_round_trips(connect_spark, spark, database):
     """Each is a step of a guarantee (docs/costs.md, "Over Spark Connect"): the table read (its
     DESCRIBE and properties sent together), the fence, the location an undo would restore, the SET
@@ -398,7 +387,7 @@ def test_a_flip_s_commit_over_connect_is_twelve_round_trips(connect_spark, spark
 
     details = executor.ctx.details
     assert details.get("finalize_pending") is None
-    assert sorted(sent) == sorted(
+    assert sorted(kind for _, kind in sent) == sorted(
         ["sql_command"] * 6  # DESCRIBE, SHOW TBLPROPERTIES, DESCRIBE, SET LOCATION, DESCRIBE, SET TBLPROPERTIES
         + ["project"] * 4  # the staging marker twice (fence, re-check), the replaced one, the new one
         + ["write_operation"] * 2  # the replaced version's retention record, the new version's marker

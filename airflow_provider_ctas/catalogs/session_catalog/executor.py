@@ -176,7 +176,9 @@ class SessionCatalogExecutor(PhaseExecutor[SessionCatalogTable, Plan]):
             provenance[markers.ROW_COUNT] = str(ctx.details["row_count"])
         provenance.update(self.audit_provenance())
         # A rename needs nothing of the target: it fails if the target appeared since begin.
-        target_info = None if plan.mechanism is Publish.RENAME else ctx.catalog.table_info(ctx.table.target, True)
+        target_info = (
+            None if plan.mechanism is Publish.RENAME else ctx.catalog.table_info(ctx.table.target, expected=True)
+        )
         publication = Publication(plan, target_info, staging, provenance, report, ctx.staged_partitions)
         try:
             PUBLISHERS[plan.mechanism or Publish.RENAME](ctx, publication)
