@@ -493,6 +493,7 @@ def summarize(data: dict[str, Any]) -> list[dict[str, Any]]:
             walls = [r["wall_seconds"] for r in runs]
             wall = statistics.median(walls)
             ratios = paired_ratios(runs, base)
+            same_ratios = paired_ratios(runs, same) if same else []
             written = statistics.median(r["bytes"] for r in runs)
             rss = statistics.median(r["peak_rss_mb"] for r in runs)
             publishes = [r["publish_seconds"] for r in runs if r.get("publish_seconds") is not None]
@@ -514,7 +515,11 @@ def summarize(data: dict[str, Any]) -> list[dict[str, Any]]:
                     "ratio_min": min(ratios) if ratios else (min(walls) / base_wall if base_wall else None),
                     "ratio_max": max(ratios) if ratios else (max(walls) / base_wall if base_wall else None),
                     "overhead": wall - base_wall if base_wall else None,
-                    "same_ratio": wall / same_wall if same_wall else None,
+                    "same_ratio": (
+                        statistics.median(same_ratios) if same_ratios else (wall / same_wall if same_wall else None)
+                    ),
+                    "work": paired_work(runs, base),
+                    "same_work": paired_work(runs, same) if same else None,
                     "same_overhead": wall - same_wall if same_wall else None,
                     "bytes": written,
                     "bytes_ratio": written / base_bytes if base_bytes else None,
@@ -545,6 +550,35 @@ def paired_ratios(runs: list[dict[str, Any]], base: list[dict[str, Any]]) -> lis
         for r in runs
         if "repeat" in r and (r.get("session"), r["repeat"]) in rounds
     ]
+
+
+def paired_work(runs: list[dict[str, Any]], plain: list[dict[str, Any]]) -> float | None:
+    """The atomic work (``atomic_work``) of each run against the plain statement of its round, as
+    ``paired_ratios`` pairs them, and the median of those: a difference of two medians can pair a
+    slow round of one with a fast round of the other, which three rounds do not average out. The
+    difference of the medians where the runs carry no rounds."""
+    if runs is plain or not plain:
+        return None
+    statements = {
+        (r.get("session"), r["repeat"]): r["phases"]["statement"]
+        for r in plain
+        if "repeat" in r and "statement" in r.get("phases", {})
+    }
+    paired = [
+        work
+        for r in runs
+        if (key := (r.get("session"), r.get("repeat"))) in statements
+        and (work := atomic_work(r.get("phases", {}), statements[key])) is not None
+    ]
+    if paired:
+        return statistics.median(paired)
+    medians = {
+        phase: statistics.median(values)
+        for phase in PHASES
+        if (values := [r["phases"][phase] for r in runs if phase in r.get("phases", {})])
+    }
+    plain_statements = [r["phases"]["statement"] for r in plain if "statement" in r.get("phases", {})]
+    return atomic_work(medians, statistics.median(plain_statements)) if plain_statements else None
 
 
 def fmt(value: float | None, spec: str, unit: str = "") -> str:
@@ -642,7 +676,7 @@ def render_report(data: dict[str, Any], rows: list[dict[str, Any]], plot_name: s
         "  OVERWRITE` of an existing unpartitioned table (a_o'; over Spark Connect, a_co'),",
         "  `overwrite_partitions` against a plain dynamic `INSERT OVERWRITE` of an existing table's",
         "  partitions (a_o). Both read the existing table's metadata and delete its old files, which a",
-        "  CTAS of a new table does not.",
+        "  CTAS of a new table does not. Its ratio is paired by round too; its Δ wall, the medians'.",
         "",
         *([f"![ratio and publish time vs size]({plot_name})", ""] if plot_name else []),
         "| rows | approach | runs | median wall | vs baseline (min-max) | Δ wall | vs the same plain operation (Δ wall) | bytes written | vs baseline | publish | peak RSS (task) | Δ RSS | largest child | spark-submits |",  # noqa: E501
@@ -674,27 +708,23 @@ def render_report(data: dict[str, Any], rows: list[dict[str, Any]], plot_name: s
         "spark-submit run it includes the task's commit decision). Everything else in the wall time",
         "(JVM and SparkSession start, Airflow's task start and end) is paid by the baseline as well.",
         "",
-        "The last column sets prepare against the statement of the same plain operation (above) instead.",
+        "The atomic work (the last two columns) is taken per round, as the ratios are: each run's phases",
+        "against the plain statement of its round, and the median of those. The last column sets prepare",
+        "against the statement of the same plain operation (above) instead.",
         "",
         "| rows | approach | begin | prepare or statement | audit | commit "
         "| begin + audit + commit + (prepare - baseline statement) | the same, against the same plain operation |",
         "|---:|---|---:|---:|---:|---:|---:|---:|",
     ]
-    statements = {
-        (row["size"], row["approach"]): row["phases"].get("statement") for row in rows if "statement" in row["phases"]
-    }
     for row in rows:
         phases = row["phases"]
         if not phases:
             continue
         work = phases.get("prepare", phases.get("statement"))
-        base_statement = statements.get((row["size"], BASELINE[row["approach"]]))
-        same_statement = statements.get((row["size"], SAME_OPERATION.get(row["approach"], "")))
         lines.append(
             f"| {size_label(row['size'])} | {APPROACHES[row['approach']]} | {fmt(phases.get('begin'), '.2f')} s | "
             f"{fmt(work, '.2f')} s | {fmt(phases.get('audit'), '.2f', ' s')} | {fmt(phases.get('commit'), '.2f')} s | "
-            f"{fmt(atomic_work(phases, base_statement), '+.2f')} s | "
-            f"{fmt(atomic_work(phases, same_statement), '+.2f', ' s')} |"
+            f"{fmt(row['work'], '+.2f')} s | {fmt(row['same_work'], '+.2f', ' s')} |"
         )
     copies = [row for row in rows if row.get("s3_copies") is not None]
     if copies:

@@ -142,6 +142,33 @@ def test_rebuilding_a_table_is_also_set_against_the_plain_statement_that_rebuild
     assert set(bench.SAME_OPERATION.values()) <= {a for a in bench.APPROACHES if bench.BASELINE[a] == a}
 
 
+def test_the_atomic_work_and_the_same_operation_ratio_are_taken_round_by_round():
+    """Three rounds on a drifting machine: the medians' difference pairs the plain statement's fast
+    round with the atomic run's slow one and shows a cost no round has (the 1e8 run of issue 53)."""
+    rounds = [(69.8, 67.3, 79.4, 80.0), (72.3, 72.2, 82.3, 86.2), (69.7, 74.7, 79.6, 88.7)]
+
+    def phases(prepare: float) -> dict[str, float]:
+        return {"begin": 3.0, "prepare": prepare, "commit": 1.0}
+
+    runs = []
+    for repeat, (statement, prepare, plain_wall, wall) in enumerate(rounds):
+        runs += [
+            run(10**8, "plain", 75.0, repeat=repeat, phases={"statement": 66.0}),
+            run(10**8, "plain_overwrite", plain_wall, repeat=repeat, phases={"statement": statement}),
+            run(10**8, "atomic_overwrite_partitions", wall, repeat=repeat, phases=phases(prepare)),
+        ]
+    data = bench.merge([session("m", "2026-12-01T04:10:30Z", runs)])
+    row = next(r for r in bench.summarize(data) if r["approach"] == "atomic_overwrite_partitions")
+    assert row["same_work"] == pytest.approx(3.0 + 1.0 - 0.1)  # per round: -2.5, -0.1, +5.0 over the prepare
+    assert row["work"] == pytest.approx(3.0 + 1.0 + 72.2 - 66.0)
+    assert row["same_ratio"] == pytest.approx(86.2 / 82.3)  # the median of 80.0/79.4, 86.2/82.3, 88.7/79.6
+    medians_difference = 3.0 + 1.0 + 72.2 - 69.8
+    assert row["same_work"] < medians_difference - 2
+    line = next(x for x in bench.render_report(data, bench.summarize(data), None).splitlines()
+                if "mode=overwrite_partitions" in x and "72.20 s" in x)  # fmt: skip
+    assert line.endswith("| +10.20 s | +3.90 s |")
+
+
 def test_the_history_row_gives_each_approachs_ratio_per_size_keyed_by_its_id():
     runs = [
         run(10**6, "plain", 10.0),
