@@ -32,6 +32,7 @@ import statistics
 import subprocess
 import sys
 import time
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -518,8 +519,8 @@ def summarize(data: dict[str, Any]) -> list[dict[str, Any]]:
                     "same_ratio": (
                         statistics.median(same_ratios) if same_ratios else (wall / same_wall if same_wall else None)
                     ),
-                    "work": paired_work(runs, base),
-                    "same_work": paired_work(runs, same) if same else None,
+                    "work": paired_work(runs, base, phases),
+                    "same_work": paired_work(runs, same, phases) if same else None,
                     "same_overhead": wall - same_wall if same_wall else None,
                     "bytes": written,
                     "bytes_ratio": written / base_bytes if base_bytes else None,
@@ -538,47 +539,39 @@ def summarize(data: dict[str, Any]) -> list[dict[str, Any]]:
     return rows
 
 
-def paired_ratios(runs: list[dict[str, Any]], base: list[dict[str, Any]]) -> list[float]:
-    """Each run over its baseline's run of the same round (``repeat``) of the same session: runs
-    minutes apart at most, so the machine's drift cancels pair by pair. Empty where the runs carry
-    no rounds (saved before they did) or the approach is its own baseline."""
-    if runs is base:
+def pairs(
+    runs: list[dict[str, Any]], plain: list[dict[str, Any]], value: Callable[[dict[str, Any]], float | None]
+) -> list[tuple[dict[str, Any], float]]:
+    """Each run with ``value`` of the plain run of the same round (``repeat``) of the same session:
+    runs minutes apart at most, so the machine's drift cancels pair by pair. Empty where the runs
+    carry no rounds (saved before they did) or the approach is its own baseline."""
+    if runs is plain:
         return []
-    rounds = {(r.get("session"), r["repeat"]): r["wall_seconds"] for r in base if "repeat" in r}
-    return [
-        r["wall_seconds"] / rounds[(r.get("session"), r["repeat"])]
-        for r in runs
-        if "repeat" in r and (r.get("session"), r["repeat"]) in rounds
-    ]
+    rounds = {(r.get("session"), r["repeat"]): v for r in plain if "repeat" in r and (v := value(r)) is not None}
+    return [(r, rounds[key]) for r in runs if (key := (r.get("session"), r.get("repeat"))) in rounds]
 
 
-def paired_work(runs: list[dict[str, Any]], plain: list[dict[str, Any]]) -> float | None:
-    """The atomic work (``atomic_work``) of each run against the plain statement of its round, as
-    ``paired_ratios`` pairs them, and the median of those: a difference of two medians can pair a
-    slow round of one with a fast round of the other, which three rounds do not average out. The
-    difference of the medians where the runs carry no rounds."""
+def paired_ratios(runs: list[dict[str, Any]], base: list[dict[str, Any]]) -> list[float]:
+    """Each run's wall time over its baseline's run of the same round (``pairs``)."""
+    return [run["wall_seconds"] / wall for run, wall in pairs(runs, base, lambda r: r["wall_seconds"])]
+
+
+def paired_work(runs: list[dict[str, Any]], plain: list[dict[str, Any]], medians: dict[str, float]) -> float | None:
+    """The median of each run's atomic work (``atomic_work``) against the plain statement of its
+    round (``pairs``): a difference of two medians can pair a slow round of one with a fast round
+    of the other, which three rounds do not average out. Without rounds, the phases' ``medians``
+    against the plain statement's."""
     if runs is plain or not plain:
         return None
-    statements = {
-        (r.get("session"), r["repeat"]): r["phases"]["statement"]
-        for r in plain
-        if "repeat" in r and "statement" in r.get("phases", {})
-    }
     paired = [
         work
-        for r in runs
-        if (key := (r.get("session"), r.get("repeat"))) in statements
-        and (work := atomic_work(r.get("phases", {}), statements[key])) is not None
+        for run, statement in pairs(runs, plain, lambda r: r.get("phases", {}).get("statement"))
+        if (work := atomic_work(run.get("phases", {}), statement)) is not None
     ]
     if paired:
         return statistics.median(paired)
-    medians = {
-        phase: statistics.median(values)
-        for phase in PHASES
-        if (values := [r["phases"][phase] for r in runs if phase in r.get("phases", {})])
-    }
-    plain_statements = [r["phases"]["statement"] for r in plain if "statement" in r.get("phases", {})]
-    return atomic_work(medians, statistics.median(plain_statements)) if plain_statements else None
+    statements = [r["phases"]["statement"] for r in plain if "statement" in r.get("phases", {})]
+    return atomic_work(medians, statistics.median(statements)) if statements else None
 
 
 def fmt(value: float | None, spec: str, unit: str = "") -> str:

@@ -28,17 +28,11 @@ sys.path.insert(0, str(HERE))
 sys.path.insert(0, str(HERE.parent))
 
 from ctas_benchmark import SELECT  # noqa: E402
+from write_checks import PrintLog, local_spark  # noqa: E402
 
 from airflow_provider_ctas.catalogs.write_observation import WriteObservation  # noqa: E402
 
 COLUMNS = "order_id BIGINT, customer_id BIGINT, amount DOUBLE, quantity INT, sku STRING, note STRING, country STRING"
-
-
-class _Log:
-    def info(self, message: str) -> None:
-        print(message)
-
-    warning = info
 
 
 def main() -> int:
@@ -46,21 +40,15 @@ def main() -> int:
     parser.add_argument("--rows", default="1e8")
     parser.add_argument("--rounds", type=int, default=4)
     args = parser.parse_args()
-    from pyspark.sql import SparkSession
-
     rows = int(float(args.rows))
     query = SELECT.format(rows=rows)
     with tempfile.TemporaryDirectory() as scratch:
-        spark = (
-            SparkSession.builder.master("local[2]")
-            .config("spark.driver.memory", "4g")
-            .config("spark.ui.enabled", "false")
-            .config("spark.ui.showConsoleProgress", "false")
-            .config("spark.sql.warehouse.dir", f"{scratch}/warehouse")
-            .config("spark.driver.extraJavaOptions", f"-Dderby.system.home={scratch}")
-            .getOrCreate()
+        spark = local_spark(
+            **{
+                "spark.sql.warehouse.dir": f"{scratch}/warehouse",
+                "spark.driver.extraJavaOptions": f"-Dderby.system.home={scratch}",
+            }
         )
-        spark.sparkContext.setLogLevel("ERROR")
         names = [column.split()[0] for column in COLUMNS.split(", ")]
         directory = f"{scratch}/staging"
 
@@ -73,7 +61,7 @@ def main() -> int:
             if observed:
                 frame = observation.attach(frame, None)
             frame.write.mode("append").partitionBy("country").parquet(directory)
-            measured = observation.collect(_Log())
+            measured = observation.collect(PrintLog())
             if observed and (measured is None or measured.rows != rows):
                 raise SystemExit(f"the observation counted {measured}, not {rows} rows")
 

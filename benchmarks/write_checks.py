@@ -18,6 +18,7 @@ import sys
 import tempfile
 import time
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 HERE = Path(__file__).resolve().parent
 sys.path.insert(0, str(HERE))
@@ -29,6 +30,9 @@ from one_run import CHECKS_IN_WRITE  # noqa: E402
 from airflow_provider_ctas.catalogs.write_observation import WriteObservation  # noqa: E402
 from airflow_provider_ctas.core.checks import checks_from_wire  # noqa: E402
 
+if TYPE_CHECKING:
+    from pyspark.sql import SparkSession
+
 FORMS = {
     "no checks": None,
     "the rows and every check observed (before the guards)": {"guarding": False, "rows_reported": False},
@@ -37,11 +41,30 @@ FORMS = {
 }
 
 
-class _Log:
+class PrintLog:
+    """What the provider logs, printed (the ``Reporter`` a ``WriteObservation`` reports to)."""
+
     def info(self, message: str) -> None:
         print(message)
 
     warning = info
+
+
+def local_spark(**conf: str) -> SparkSession:
+    """The benchmark's driver: local[2] with 4 GiB, as ``ctas_benchmark`` runs each approach."""
+    from pyspark.sql import SparkSession
+
+    builder = (
+        SparkSession.builder.master("local[2]")
+        .config("spark.driver.memory", "4g")
+        .config("spark.ui.enabled", "false")
+        .config("spark.ui.showConsoleProgress", "false")
+    )
+    for key, value in conf.items():
+        builder = builder.config(key, value)
+    spark = builder.getOrCreate()
+    spark.sparkContext.setLogLevel("ERROR")
+    return spark
 
 
 def main() -> int:
@@ -49,16 +72,7 @@ def main() -> int:
     parser.add_argument("--rows", default="1e7")
     parser.add_argument("--rounds", type=int, default=9)
     args = parser.parse_args()
-    from pyspark.sql import SparkSession
-
-    spark = (
-        SparkSession.builder.master("local[2]")
-        .config("spark.driver.memory", "4g")
-        .config("spark.ui.enabled", "false")
-        .config("spark.ui.showConsoleProgress", "false")
-        .getOrCreate()
-    )
-    spark.sparkContext.setLogLevel("ERROR")
+    spark = local_spark()
     query = SELECT.format(rows=int(float(args.rows)))
     checks = checks_from_wire(CHECKS_IN_WRITE)
     seconds: dict[str, list[float]] = {form: [] for form in FORMS}
@@ -75,7 +89,7 @@ def main() -> int:
                 started = time.monotonic()
                 frame.write.partitionBy("country").parquet(str(out))
                 took = time.monotonic() - started
-                if how is not None and observation.collect(_Log(), rows=0) is None:
+                if how is not None and observation.collect(PrintLog(), rows=0) is None:
                     raise SystemExit(f"{form}: the write measured nothing")
                 seconds[form].append(took)
                 print(f"round {round_} {form}: {took:.2f}s", flush=True)
