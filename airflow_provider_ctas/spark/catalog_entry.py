@@ -31,6 +31,8 @@ VIEW_PROPERTY_PREFIX = "view."
 # How the JVM's simpleString ends a type it cut short (``spark.sql.debug.maxToStringFields``).
 CUT_SHORT = re.compile(r"\.\.\. \d+ more fields")
 MISSING_CONDITIONS = ("TABLE_OR_VIEW_NOT_FOUND", "SCHEMA_NOT_FOUND")
+# What Spark shows instead of a value whose key matches ``spark.redaction.regex`` (Utils.REDACTION_REPLACEMENT_TEXT).
+REDACTED = "*********(redacted)"
 
 
 @dataclass(frozen=True)
@@ -44,6 +46,9 @@ class CatalogEntry:
     """(name, type) as DESCRIBE shows them: declared CHAR/VARCHAR types, partition columns last."""
     partition_columns: list[str]
     bucketed: bool
+    storage_options: dict[str, str]
+    """The table's ``OPTIONS`` (a CSV separator, a compression codec): how its files are written
+    and read, which a write into a directory of its own must repeat. Without ``path``."""
 
 
 def parse_describe(rows: list[Row]) -> tuple[list[tuple[str, str]], list[str], dict[str, str]]:
@@ -113,6 +118,9 @@ def described(spark: SparkSession, ref: TableRef, at_once: bool = False, expecte
     columns, partitions, details = parse_describe(rows)
     if any(CUT_SHORT.search(data_type) for _, data_type in columns):
         columns = _complete(spark, ref, columns)
+    shown = details.get("Storage Properties")
+    file_source = details.get("Provider", "").lower() in METASTORE_PROVIDERS
+    options = _storage_options_by_sql(spark, ref, shown) if shown and file_source else {}
     return CatalogEntry(
         details.get("Type", "").upper(),
         details.get("Location"),
@@ -121,7 +129,41 @@ def described(spark: SparkSession, ref: TableRef, at_once: bool = False, expecte
         columns,
         partitions,
         bucketed="Num Buckets" in details,
+        storage_options=options,
     )
+
+
+def _storage_options_by_sql(spark: SparkSession, ref: TableRef, shown: str) -> dict[str, str]:
+    """The options as ``DESCRIBE ... AS JSON`` gives them (Spark 4.0 and later), else as ``shown``
+    by ``DESCRIBE``'s own row, which joins them with ", " as a value (a CSV separator) may hold too.
+    A round trip more, asked only of a table that has options."""
+    from pyspark.errors import PySparkException
+
+    try:
+        rows = statement_rows(spark, f"DESCRIBE TABLE EXTENDED {ref.quoted} AS JSON")
+        found = json.loads(str(rows[0][0])).get("storage_properties") or {}
+    except PySparkException:  # a server before Spark 4.0: no AS JSON
+        return without_path(parse_storage_properties(shown))
+    return without_path({str(k): str(v) for k, v in found.items()})
+
+
+def parse_storage_properties(shown: str) -> dict[str, str]:
+    """``[k1=v1, k2=v2]`` as ``DESCRIBE`` shows a table's options; a piece without ``=`` is part of
+    the value before it (which held ", ")."""
+    options: dict[str, str] = {}
+    key = None
+    for piece in shown.strip()[1:-1].split(", "):
+        if "=" in piece or key is None:
+            key, _, value = piece.partition("=")
+            options[key] = value
+        else:
+            options[key] += ", " + piece
+    return options
+
+
+def without_path(options: dict[str, str]) -> dict[str, str]:
+    """A table's options without its location, which the table's entry holds on its own."""
+    return {k: v for k, v in options.items() if k.lower() != "path"}
 
 
 def _complete(spark: SparkSession, ref: TableRef, columns: list[tuple[str, str]]) -> list[tuple[str, str]]:
@@ -154,12 +196,17 @@ def serves_fully(metadata: Any) -> bool:
 def properties_of(spark: SparkSession, metadata: Any) -> dict[str, str]:
     """The table's own properties, as ``SHOW TBLPROPERTIES`` lists them, without what that command
     adds or hides on some versions: a Hive table's storage options (``option.*``, Spark 4) and the
-    masking of values whose keys look like secrets (``spark.redaction.regex``). Read as one JSON
-    document: a py4j map costs two round trips per entry."""
+    masking of values whose keys look like secrets (``spark.redaction.regex``)."""
+    rendered = _scala_map(spark, metadata.properties())
+    return {k: v for k, v in rendered.items() if not k.startswith(VIEW_PROPERTY_PREFIX)}
+
+
+def _scala_map(spark: SparkSession, scala_map: Any) -> dict[str, str]:
+    """A Scala map of strings as one JSON document: a py4j map costs two round trips per entry."""
     jvm: Any = spark._jvm
-    properties = jvm.scala.collection.JavaConverters.mapAsJavaMap(metadata.properties())
-    rendered = json.loads(str(jvm.com.fasterxml.jackson.databind.ObjectMapper().writeValueAsString(properties)))
-    return {str(k): str(v) for k, v in rendered.items() if not str(k).startswith(VIEW_PROPERTY_PREFIX)}
+    java_map = jvm.scala.collection.JavaConverters.mapAsJavaMap(scala_map)
+    rendered = json.loads(str(jvm.com.fasterxml.jackson.databind.ObjectMapper().writeValueAsString(java_map)))
+    return {str(k): str(v) for k, v in rendered.items()}
 
 
 def columns_of(metadata: Any) -> list[tuple[str, str]]:
@@ -192,4 +239,7 @@ def entry_of(spark: SparkSession, metadata: Any) -> CatalogEntry:
         columns_of(metadata),
         [str(partition_names.apply(i)) for i in range(partition_names.length())],
         bucketed=bool(metadata.bucketSpec().isDefined()),
+        storage_options=without_path(_scala_map(spark, options))
+        if not (options := metadata.storage().properties()).isEmpty()
+        else {},
     )

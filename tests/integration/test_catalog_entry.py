@@ -39,6 +39,8 @@ TABLES = {
     "bucketed": "CREATE TABLE {t} (id INT, v STRING) USING parquet CLUSTERED BY (id) INTO 4 BUCKETS",
     "external": "CREATE TABLE {t} (id INT) USING parquet LOCATION '{location}/elsewhere with space'",
     "view": "CREATE VIEW {t} TBLPROPERTIES ('k'='v') AS SELECT 1 AS one",
+    # Options a flip's write repeats; DESCRIBE's own row joins them with the separator's ", ".
+    "csv_options": "CREATE TABLE {t} (id INT, s STRING) USING csv OPTIONS (sep ', ', header 'true', quote '\"')",
 }
 
 
@@ -59,6 +61,8 @@ def test_one_call_reads_what_describe_and_show_tblproperties_show(spark, databas
     assert by_catalog == expected
     # A flip's re-reads of the location over Spark Connect: DESCRIBE alone, one round trip.
     assert described_location(session, ref) == by_sql.location
+    if kind == "csv_options":
+        assert by_catalog.storage_options == {"sep": ", ", "header": "true", "quote": '"'}
     if kind == "wide":  # DESCRIBE alone would cut the struct short at 25 fields
         assert by_catalog.columns == [("w", "struct<" + ",".join(f"f{i}:int" for i in range(30)) + ">")]
     # The view has no location and no provider: it takes the SQL path, the others the one call.

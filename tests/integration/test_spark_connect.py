@@ -20,7 +20,7 @@ import pytest
 
 from airflow_provider_ctas.catalogs.metastore.catalog import CatalogClient
 from airflow_provider_ctas.core import markers
-from airflow_provider_ctas.core.errors import FencedError
+from airflow_provider_ctas.core.errors import FencedError, UnsupportedTargetError
 from airflow_provider_ctas.core.protocol import PhaseReport
 from airflow_provider_ctas.runners.spark_connect import connect_mode_confined
 from tests.support.catalog import count, fresh, leftovers, location, properties, retained_until, table_exists
@@ -396,3 +396,24 @@ def test_a_flip_s_commit_over_connect_is_twelve_round_trips(connect_spark, spark
     assert properties(spark, target)[markers.TXN_ID] == executor.table.txn_id, "the provenance, recorded beside"
     replaced = Path(urlparse(details["publish"]["previous_location"]).path)
     assert retained_until(replaced) is not None, "the replaced version, kept for readers"
+
+
+def test_a_flip_over_connect_writes_with_the_target_s_options_and_refuses_redacted_ones(connect_spark, spark, database):
+    """Over Connect the options come from ``DESCRIBE ... AS JSON`` (``DESCRIBE``'s own row joins
+    them with ", ", as a separator may be); a value the server shows redacted cannot be repeated, so
+    that table is refused before anything is written, and keeps its rows."""
+    target, hidden = f"{database}.csv_options", f"{database}.csv_redacted"
+    for table, extra in ((target, ""), (hidden, ", `auth.token` 'x'")):
+        spark.sql(f"CREATE TABLE {table} (id BIGINT, s STRING) USING csv OPTIONS (sep ', ', header 'true'{extra})")
+        spark.sql(f"INSERT INTO {table} VALUES (9, 'old')")
+    sql = "SELECT id, concat('new, ', CAST(id AS STRING)) AS s FROM range(3)"
+
+    run_all(executor_for(connect_spark, target, sql, mode="replace", table_format="csv"))
+    assert sorted(tuple(r) for r in fresh(spark).table(target).collect()) == [
+        (0, "new, 0"),
+        (1, "new, 1"),
+        (2, "new, 2"),
+    ]
+    with pytest.raises(UnsupportedTargetError, match=r"\['auth.token'\].*redacted"):
+        run_all(executor_for(connect_spark, hidden, sql, mode="replace", table_format="csv"))
+    assert [tuple(r) for r in fresh(spark).table(hidden).collect()] == [(9, "old")]

@@ -14,6 +14,7 @@ from airflow_provider_ctas.catalogs.provenance import new_table_properties
 from airflow_provider_ctas.catalogs.session_catalog import adoption, recovery
 from airflow_provider_ctas.catalogs.session_catalog.context import RunContext
 from airflow_provider_ctas.catalogs.session_catalog.plan import (
+    EXTERNAL_STAGING,
     Plan,
     Publish,
     choose_mechanism,
@@ -32,6 +33,7 @@ from airflow_provider_ctas.core.errors import (
 from airflow_provider_ctas.core.modes import Mode
 from airflow_provider_ctas.core.protocol import PhaseReport, Reached
 from airflow_provider_ctas.core.transaction import Outcome
+from airflow_provider_ctas.spark.catalog_entry import REDACTED
 from airflow_provider_ctas.spark.comments import read_comments
 from airflow_provider_ctas.spark.ddl import create_table_sql
 
@@ -97,6 +99,7 @@ def begin(ctx: RunContext, report: PhaseReport) -> Plan:
             f"{target} will be swapped ({'; '.join(problems)}): readers may find it missing or empty "
             "for the moment between two renames (allow_swap=True)"
         )
+    ctx.storage_options = _storage_options(info, mechanism)
     ctx.details["publish_mechanism"] = mechanism.value
     plan = Plan(mechanism, columns, object_store=object_store, default_location_taken=taken)
     if candidate is not None:
@@ -147,6 +150,21 @@ def _decide_on_existing_target(ctx: RunContext, info: TableInfo) -> Outcome | No
             "provider published"
         )
     return None
+
+
+def _storage_options(info: TableInfo | None, mechanism: Publish) -> dict[str, str]:
+    """The options a flip's or a partition switch's files must be written with, as the target's
+    own are: a CSV table's separator or header, say, else its readers misread the new version. (A
+    rename or a swap publishes a staging table, whose own insert writes its files.)"""
+    if info is None or mechanism not in EXTERNAL_STAGING:
+        return {}
+    if hidden := sorted(k for k, v in info.storage_options.items() if v == REDACTED):
+        raise UnsupportedTargetError(
+            f"{info.ref} has storage option(s) {hidden} whose values Spark shows only redacted "
+            "(spark.redaction.regex), so its new version could not be written with them; run this task "
+            "through spark-submit, whose driver reads them from the catalog"
+        )
+    return dict(info.storage_options)
 
 
 def _skip(ctx: RunContext, outcome: Outcome) -> Outcome:

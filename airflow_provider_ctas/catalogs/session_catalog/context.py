@@ -38,6 +38,9 @@ class RunContext:
     """Superseded versions kept for readers, recorded in the new version's marker after publishing."""
     staged_schema: StructType | None = None
     """The staging's columns, as begin created it (to read staging that is only a directory)."""
+    storage_options: dict[str, str] = field(default_factory=dict)
+    """The target's ``OPTIONS``, repeated by the write into a staging directory and its reads:
+    staged files are the target's once it is flipped or its partitions switched."""
     staging_directory: str | None = None
     """Set when this try's staging is only a marked directory (a flip, a partition switch), which
     its marker fences."""

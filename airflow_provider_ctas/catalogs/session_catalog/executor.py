@@ -124,15 +124,16 @@ class SessionCatalogExecutor(PhaseExecutor[SessionCatalogTable, Plan]):
     def _append(self, plan: Plan, sql: str) -> Details:
         """The new version appended to the staging directory: append keeps its marker, and Spark SQL
         has no ``INSERT INTO`` a path. The columns go in the staging's order, partitions into
-        Hive-style directories as a table's insert writes them; the rows (and what checks the write
-        measures) are counted by an observation of the write (no second job), files, bytes and
-        partitions by listing the directory once."""
+        Hive-style directories as a table's insert writes them, with the target's options (a CSV
+        separator: the files become the target's); the rows (and what checks the write measures)
+        are counted by an observation of the write (no second job), files, bytes and partitions by
+        listing the directory once."""
         ctx = self.ctx
         root, partition_by = plan.staging_location or "", list(ctx.table.partition_by)
 
         def append() -> Details:
             frame = ctx.spark.sql(as_subquery(sql)).select(*[quote(name) for name, _ in plan.columns])
-            writer = self.written.attach(frame, ctx.staged_schema).write.mode("append")
+            writer = self.written.attach(frame, ctx.staged_schema).write.mode("append").options(**ctx.storage_options)
             if partition_by:
                 writer = writer.partitionBy(*partition_by)
             writer.format(ctx.table.table_format).save(root)
@@ -154,7 +155,7 @@ class SessionCatalogExecutor(PhaseExecutor[SessionCatalogTable, Plan]):
         staging = ctx.staging_table
         if ctx.staging_directory is None:
             return staging.quoted
-        reader = ctx.spark.read.format(ctx.table.table_format)
+        reader = ctx.spark.read.format(ctx.table.table_format).options(**ctx.storage_options)
         if ctx.staged_schema is not None:
             reader = reader.schema(ctx.staged_schema)
         reader.load(ctx.staging_directory).createOrReplaceTempView(staging.table)
