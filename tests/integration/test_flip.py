@@ -8,19 +8,17 @@ from __future__ import annotations
 
 import dataclasses
 from pathlib import Path
-from urllib.parse import urlparse
 
 import pytest
 
 from airflow_provider_ctas.catalogs.metastore.catalog import CatalogClient
 from airflow_provider_ctas.catalogs.session_catalog.executor import SessionCatalogExecutor
-from airflow_provider_ctas.catalogs.session_catalog.plan import Publish
 from airflow_provider_ctas.core import markers
 from airflow_provider_ctas.core.errors import FencedError
 from airflow_provider_ctas.core.identifiers import TableRef
 from airflow_provider_ctas.spark.catalog_entry import described
 from tests.support.catalog import count, fresh
-from tests.support.phases import executor_for, held_at, run_all
+from tests.support.phases import executor_for, held_at
 
 pytestmark = pytest.mark.integration
 
@@ -120,34 +118,3 @@ def test_a_flip_undone_after_a_newer_try_flipped_the_table_again_keeps_the_newer
 
     assert len(failures) == 1 and isinstance(failures[0], FencedError), failures
     assert count(spark, target) == 50, "the newer try's flip stands"
-
-
-@pytest.mark.parametrize("mode", ["replace", "overwrite_partitions"])
-def test_the_new_version_is_written_with_the_target_s_options(spark, database, mode: str):
-    """A CSV table's separator and header are its OPTIONS: the files a flip or a partition switch
-    hands the table are written with them, as an ``INSERT`` into it writes them, so its readers read
-    the new rows as written (written with Spark's defaults, they read ``id`` as NULL)."""
-    target = f"{database}.csv_{mode}"
-    partitioned = mode == "overwrite_partitions"
-    # The partition column's value, declaration, clause and selection, or nothing.
-    ds, ds_column, by_ds, ds_selected = (
-        (", 'a'", ", ds STRING", " PARTITIONED BY (ds)", ", 'a' AS ds") if partitioned else ("", "", "", "")
-    )
-    spark.sql(
-        f"CREATE TABLE {target} (id BIGINT, s STRING{ds_column}) USING csv OPTIONS (sep ';', header 'true'){by_ds}"
-    )
-    spark.sql(f"INSERT INTO {target} VALUES (9, 'old;9'{ds})")
-    sql = f"SELECT id, concat('new;', CAST(id AS STRING)) AS s{ds_selected} FROM range(3)"
-    executor = executor_for(spark, target, sql, mode=mode, table_format="csv",
-                            partition_by=["ds"] if partitioned else [])  # fmt: skip
-    run_all(executor)
-
-    assert executor.planned().mechanism is (Publish.PARTITIONS if partitioned else Publish.FLIP)
-    assert sorted(tuple(r) for r in fresh(spark).table(target).select("id", "s").collect()) == [
-        (0, "new;0"),
-        (1, "new;1"),
-        (2, "new;2"),
-    ]
-    staged = Path(urlparse(executor.ctx.staging_directory or "").path)
-    firsts = {path.read_text().splitlines()[0] for path in staged.rglob("part-*")}
-    assert firsts == {"id;s"}, firsts

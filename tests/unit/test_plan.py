@@ -84,6 +84,13 @@ def test_partitions_are_switched_only_when_the_query_fits_the_table():
     assert "id bigint -> int" in str(refused.value)
 
 
+def test_partitions_of_a_bucketed_table_are_not_switched():
+    """Its staged files, written into a directory, have no bucket ids (``INVALID_BUCKET_FILE``)."""
+    table = Shape(partition_columns=["ds"], bucketed=True, columns=[("id", "bigint"), ("ds", "string")])
+    with pytest.raises(UnsupportedTargetError, match=r"it is bucketed.*Nothing was written"):
+        choose(table, Mode.OVERWRITE_PARTITIONS, partition_by=("ds",), new=(("id", "bigint"), ("ds", "string")))
+
+
 def test_shape_checks_return_nothing_when_nothing_differs():
     assert shape_differences(Shape(), "parquet", (), NEW) == []
     table = Shape(partition_columns=["DS"], columns=[("ID", "bigint"), ("ds", "string")])

@@ -174,6 +174,12 @@ def choose_mechanism(
     if info is None:
         return Publish.RENAME, []
     if mode is Mode.OVERWRITE_PARTITIONS:
+        if info.bucketed:
+            raise UnsupportedTargetError(
+                f"overwrite_partitions cannot switch partitions of {target}: it is bucketed, and Spark buckets "
+                "only an insert into a table, not the write into a directory a partition switch publishes; "
+                "files without bucket ids would make its reads fail (INVALID_BUCKET_FILE). Nothing was written"
+            )
         if drift := schema_drift(info, table_format, partition_by, new):
             raise QueryError(f"the query does not fit {target} (schema drift, nothing was written): {'; '.join(drift)}")
         return Publish.PARTITIONS, []
