@@ -64,3 +64,40 @@ def test_partitions_of_a_bucketed_table_are_refused_and_the_table_stays_readable
 
     assert executor.ctx.staging_directory is None, "refused before staging was made"
     assert fresh(spark).sql(f"SELECT v, count(*) FROM {target} GROUP BY v").collect() == [("old", 10)]
+
+
+@pytest.mark.parametrize("mode", ["replace", "overwrite_partitions"])
+def test_char_and_varchar_columns_are_written_as_an_insert_into_them_writes_them(spark, database, mode: str):
+    """Spark's queries give CHAR and VARCHAR values as strings, so the query fits the table; the
+    write checks and pads them as the table's own ``INSERT OVERWRITE`` does, row for row, and a value
+    too long for its column fails the try with the table untouched."""
+    partitioned = mode == "overwrite_partitions"
+    by_ds, ds = (" PARTITIONED BY (ds)", ", 'a' AS ds") if partitioned else ("", "")
+    tables = {name: f"{database}.{name}_{mode}" for name in ("atomic", "plain")}
+    for table in tables.values():
+        spark.sql(
+            f"CREATE TABLE {table} (id BIGINT, c CHAR(3), v VARCHAR(3){', ds STRING' if partitioned else ''}) "
+            f"USING parquet{by_ds}"
+        )
+        spark.sql(f"INSERT INTO {table} SELECT 9, 'old', 'old'{ds}")
+    values = "('a', 'a'), ('abc', 'abc  '), (NULL, NULL), ('ab ', 'ab    ')"
+    fits = f"SELECT CAST(row_number() OVER (ORDER BY c, v) AS BIGINT) AS id, c, v{ds} FROM VALUES {values} AS t(c, v)"
+    spark.sql(f"INSERT OVERWRITE {tables['plain']} {fits}")
+    run_all(executor_for(spark, tables["atomic"], fits, mode=mode, partition_by=["ds"] if partitioned else []))
+
+    def rows(table: str) -> list[tuple]:
+        return sorted(
+            tuple(r) for r in fresh(spark).sql(f"SELECT id, c, v, length(c), length(v) FROM {table}").collect()
+        )
+
+    assert rows(tables["atomic"]) == rows(tables["plain"])
+    written = [row[1:] for row in rows(tables["atomic"])]
+    assert ("a  ", "a", 3, 1) in written, "a CHAR padded, a VARCHAR not"
+    assert ("ab ", "ab ", 3, 3) in written, "trailing spaces trimmed to the length"
+    too_long = f"SELECT CAST(1 AS BIGINT) AS id, 'abcd' AS c, 'a' AS v{ds}"
+    with pytest.raises(Exception, match="EXCEED_LIMIT_LENGTH"):
+        spark.sql(f"INSERT OVERWRITE {tables['plain']} {too_long}")
+    before = rows(tables["atomic"])
+    with pytest.raises(Exception, match="EXCEED_LIMIT_LENGTH"):
+        run_all(executor_for(spark, tables["atomic"], too_long, mode=mode, partition_by=["ds"] if partitioned else []))
+    assert rows(tables["atomic"]) == before

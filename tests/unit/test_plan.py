@@ -13,11 +13,14 @@ from airflow_provider_ctas.catalogs.session_catalog.plan import (
     Publish,
     choose_mechanism,
     column_order,
+    length_checked,
+    length_checks,
     on_object_store,
     partition_directories,
     schema_drift,
     shape_differences,
     unescape_path_name,
+    written_type,
 )
 from airflow_provider_ctas.core import markers
 from airflow_provider_ctas.core.errors import CorruptStateError, PublishError, QueryError, UnsupportedTargetError
@@ -89,6 +92,24 @@ def test_partitions_of_a_bucketed_table_are_not_switched():
     table = Shape(partition_columns=["ds"], bucketed=True, columns=[("id", "bigint"), ("ds", "string")])
     with pytest.raises(UnsupportedTargetError, match=r"it is bucketed.*Nothing was written"):
         choose(table, Mode.OVERWRITE_PARTITIONS, partition_by=("ds",), new=(("id", "bigint"), ("ds", "string")))
+
+
+def test_a_query_s_strings_fit_char_and_varchar_columns_and_are_written_with_their_lengths():
+    declared = Shape(columns=[("id", "bigint"), ("code", "char(3)"), ("name", "varchar(10)")])
+    new = (("id", "bigint"), ("code", "string"), ("name", "string"))
+    assert choose(declared, new=new) == (Publish.FLIP, [])
+    assert schema_drift(declared, "parquet", (), new) == []
+    assert [written_type(t) for _, t in declared.columns] == ["bigint", "string", "string"]
+    checks = length_checks(declared.columns)
+    assert sorted(checks) == ["code", "name"]
+    assert checks["code"].startswith("rpad(CASE WHEN `code` IS NULL OR length(`code`) <= 3 THEN `code` ")
+    assert checks["code"].endswith(", 3, ' ') AS `code`")
+    assert "length(rtrim(`name`)) <= 10 THEN substr(`name`, 1, 10)" in checks["name"]
+    assert (
+        "raise_error('[EXCEED_LIMIT_LENGTH] Exceeds char/varchar type length limitation: 10 (name)')" in checks["name"]
+    )
+    assert length_checked("s", "string") is None
+    assert length_checked("s", "struct<a:varchar(3)>") is None, "a nested one is not a column's own type"
 
 
 def test_shape_checks_return_nothing_when_nothing_differs():

@@ -6,7 +6,6 @@ import pytest
 
 from airflow_provider_ctas.catalogs.metastore.catalog import TableInfo
 from airflow_provider_ctas.catalogs.session_catalog.begin import _storage_options
-from airflow_provider_ctas.catalogs.session_catalog.plan import Publish
 from airflow_provider_ctas.core.errors import UnsupportedTargetError
 from airflow_provider_ctas.core.identifiers import TableRef
 from airflow_provider_ctas.spark.catalog_entry import REDACTED, parse_storage_properties, without_path
@@ -18,20 +17,13 @@ def _target(options: dict[str, str]) -> TableInfo:
 
 def test_a_flip_and_a_partition_switch_write_with_the_target_s_options() -> None:
     options = {"sep": ";", "header": "true"}
-    assert _storage_options(_target(options), Publish.FLIP) == options
-    assert _storage_options(_target(options), Publish.PARTITIONS) == options
-
-
-@pytest.mark.parametrize("mechanism", [Publish.RENAME, Publish.SWAP])
-def test_a_published_staging_table_writes_its_own_files(mechanism: Publish) -> None:
-    assert _storage_options(_target({"sep": ";"}), mechanism) == {}
-    assert _storage_options(None, mechanism) == {}
+    assert _storage_options(_target(options)) == options
 
 
 def test_an_option_only_shown_redacted_is_refused_by_name() -> None:
     target = _target({"sep": ";", "auth.token": REDACTED})
     with pytest.raises(UnsupportedTargetError, match=r"db\.t has storage option\(s\) \['auth.token'\]"):
-        _storage_options(target, Publish.FLIP)
+        _storage_options(target)
 
 
 def test_the_location_is_not_an_option() -> None:

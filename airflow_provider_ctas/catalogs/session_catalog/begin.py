@@ -19,6 +19,7 @@ from airflow_provider_ctas.catalogs.session_catalog.plan import (
     Publish,
     choose_mechanism,
     column_order,
+    length_checks,
     on_object_store,
 )
 from airflow_provider_ctas.catalogs.session_catalog.publish.rename import target_appeared
@@ -99,7 +100,7 @@ def begin(ctx: RunContext, report: PhaseReport) -> Plan:
             f"{target} will be swapped ({'; '.join(problems)}): readers may find it missing or empty "
             "for the moment between two renames (allow_swap=True)"
         )
-    ctx.storage_options = _storage_options(info, mechanism)
+    _write_as_target(ctx, info, mechanism)
     ctx.details["publish_mechanism"] = mechanism.value
     plan = Plan(mechanism, columns, object_store=object_store, default_location_taken=taken)
     if candidate is not None:
@@ -152,12 +153,18 @@ def _decide_on_existing_target(ctx: RunContext, info: TableInfo) -> Outcome | No
     return None
 
 
-def _storage_options(info: TableInfo | None, mechanism: Publish) -> dict[str, str]:
+def _write_as_target(ctx: RunContext, info: TableInfo | None, mechanism: Publish) -> None:
+    """A flip's or a partition switch's staged files become the target's: they are written as an
+    ``INSERT`` into the target writes them. (A rename or a swap publishes a staging table, whose own
+    insert writes its files.)"""
+    if info is not None and mechanism in EXTERNAL_STAGING:
+        ctx.storage_options = _storage_options(info)
+        ctx.column_writes = length_checks(info.columns)
+
+
+def _storage_options(info: TableInfo) -> dict[str, str]:
     """The options a flip's or a partition switch's files must be written with, as the target's
-    own are: a CSV table's separator or header, say, else its readers misread the new version. (A
-    rename or a swap publishes a staging table, whose own insert writes its files.)"""
-    if info is None or mechanism not in EXTERNAL_STAGING:
-        return {}
+    own are: a CSV table's separator or header, say, else its readers misread the new version."""
     if hidden := sorted(k for k, v in info.storage_options.items() if v == REDACTED):
         raise UnsupportedTargetError(
             f"{info.ref} has storage option(s) {hidden} whose values Spark shows only redacted "

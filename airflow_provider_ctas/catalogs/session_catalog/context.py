@@ -41,6 +41,9 @@ class RunContext:
     storage_options: dict[str, str] = field(default_factory=dict)
     """The target's ``OPTIONS``, repeated by the write into a staging directory and its reads:
     staged files are the target's once it is flipped or its partitions switched."""
+    column_writes: dict[str, str] = field(default_factory=dict)
+    """The expression a column is written with into a staging directory where the target's declared
+    type asks more of it than the query's value (a CHAR or VARCHAR length), by column name."""
     staging_directory: str | None = None
     """Set when this try's staging is only a marked directory (a flip, a partition switch), which
     its marker fences."""

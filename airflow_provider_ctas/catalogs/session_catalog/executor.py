@@ -125,14 +125,15 @@ class SessionCatalogExecutor(PhaseExecutor[SessionCatalogTable, Plan]):
         """The new version appended to the staging directory: append keeps its marker, and Spark SQL
         has no ``INSERT INTO`` a path. The columns go in the staging's order, partitions into
         Hive-style directories as a table's insert writes them, with the target's options (a CSV
-        separator: the files become the target's); the rows (and what checks the write measures)
-        are counted by an observation of the write (no second job), files, bytes and partitions by
-        listing the directory once."""
+        separator: the files become the target's) and its CHAR and VARCHAR lengths; the rows (and
+        what checks the write measures) are counted by an observation of the write (no second job),
+        files, bytes and partitions by listing the directory once."""
         ctx = self.ctx
         root, partition_by = plan.staging_location or "", list(ctx.table.partition_by)
 
         def append() -> Details:
-            frame = ctx.spark.sql(as_subquery(sql)).select(*[quote(name) for name, _ in plan.columns])
+            columns = [ctx.column_writes.get(name, quote(name)) for name, _ in plan.columns]
+            frame = ctx.spark.sql(as_subquery(sql)).selectExpr(*columns)
             writer = self.written.attach(frame, ctx.staged_schema).write.mode("append").options(**ctx.storage_options)
             if partition_by:
                 writer = writer.partitionBy(*partition_by)

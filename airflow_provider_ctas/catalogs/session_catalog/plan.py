@@ -14,6 +14,7 @@ from enum import StrEnum
 from typing import Any, Protocol
 
 from airflow_provider_ctas.core.errors import CorruptStateError, PublishError, QueryError, UnsupportedTargetError
+from airflow_provider_ctas.core.identifiers import quote, sql_string_literal
 from airflow_provider_ctas.core.modes import Mode
 from airflow_provider_ctas.core.transaction import Outcome
 
@@ -119,6 +120,42 @@ class Plan:
             raise CorruptStateError(f"plan is invalid: {exc}") from exc
 
 
+BOUNDED_STRING = re.compile(r"(char|varchar)\((\d+)\)")
+"""A column declared CHAR(n) or VARCHAR(n): its values are strings that a write checks against n."""
+
+
+def written_type(declared: str) -> str:
+    """The type a query gives the values of a column declared ``declared``: Spark's queries give
+    CHAR(n) and VARCHAR(n) values as strings (the write into the column checks them)."""
+    return "string" if BOUNDED_STRING.fullmatch(declared) else declared
+
+
+def length_checked(name: str, declared: str) -> str | None:
+    """The expression that writes ``name`` into a column declared CHAR(n) or VARCHAR(n) as Spark's
+    ``INSERT`` into it does (``CharVarcharCodegenUtils``): a longer value loses trailing spaces down
+    to n, and fails the write (``EXCEED_LIMIT_LENGTH``) if that is not enough; a CHAR is padded to
+    n. None for any other type, which the value is written as."""
+    bounded = BOUNDED_STRING.fullmatch(declared)
+    if bounded is None:
+        return None
+    kind, limit, column = bounded.group(1), int(bounded.group(2)), quote(name)
+    error = sql_string_literal(f"[EXCEED_LIMIT_LENGTH] Exceeds char/varchar type length limitation: {limit} ({name})")
+    fitted = (
+        f"CASE WHEN {column} IS NULL OR length({column}) <= {limit} THEN {column} "
+        f"WHEN length(rtrim({column})) <= {limit} THEN substr({column}, 1, {limit}) ELSE raise_error({error}) END"
+    )
+    return f"rpad({fitted}, {limit}, ' ')" if kind == "char" else fitted
+
+
+def length_checks(declared: Iterable[Column]) -> dict[str, str]:
+    """Each column of ``declared`` that :func:`length_checked` writes, with its select expression."""
+    return {
+        name: f"{checked} AS {quote(name)}"
+        for name, data_type in declared
+        if (checked := length_checked(name, data_type)) is not None
+    }
+
+
 def shape_differences(
     info: TargetShape, table_format: str, partition_by: Sequence[str], new: Sequence[Column]
 ) -> list[str]:
@@ -132,7 +169,7 @@ def shape_differences(
         problems.append("it is bucketed")
     old_columns = [f"{name} {data_type}" for name, data_type in info.columns]
     new_columns = [f"{name} {data_type}" for name, data_type in new]
-    if old_columns != new_columns:
+    if [f"{name} {written_type(data_type)}" for name, data_type in info.columns] != new_columns:
         problems.append(f"its columns are ({', '.join(old_columns)}), the new version has ({', '.join(new_columns)})")
     return problems
 
@@ -153,7 +190,7 @@ def schema_drift(info: TargetShape, table_format: str, partition_by: Sequence[st
         problems.append(f"the query does not produce column(s) {', '.join(missing)}")
     if extra := sorted(set(fresh) - set(old)):
         problems.append(f"the query produces column(s) {', '.join(extra)} the table does not have")
-    changed = [f"{n} {old[n]} -> {fresh[n]}" for n in sorted(set(old) & set(fresh)) if old[n] != fresh[n]]
+    changed = [f"{n} {old[n]} -> {fresh[n]}" for n in sorted(set(old) & set(fresh)) if written_type(old[n]) != fresh[n]]
     if changed:
         problems.append(f"column type(s) differ: {', '.join(changed)}")
     return problems
