@@ -46,9 +46,10 @@ class CatalogEntry:
     """(name, type) as DESCRIBE shows them: declared CHAR/VARCHAR types, partition columns last."""
     partition_columns: list[str]
     bucketed: bool
-    storage_options: dict[str, str]
+    storage_options: dict[str, str] | None
     """The table's ``OPTIONS`` (a CSV separator, a compression codec): how its files are written
-    and read, which a write into a directory of its own must repeat. Without ``path``."""
+    and read, which a write into a directory of its own must repeat. Without ``path``. None where
+    not asked for: through SQL they cost a round trip more, which only begin needs."""
 
 
 def parse_describe(rows: list[Row]) -> tuple[list[tuple[str, str]], list[str], dict[str, str]]:
@@ -98,11 +99,13 @@ def described_location(spark: SparkSession, ref: TableRef) -> str | None:
     return None if rows is None else parse_describe(rows)[2].get("Location")
 
 
-def described(spark: SparkSession, ref: TableRef, at_once: bool = False, expected: bool = False) -> CatalogEntry | None:
+def described(
+    spark: SparkSession, ref: TableRef, at_once: bool = False, expected: bool = False, storage: bool = False
+) -> CatalogEntry | None:
     """The entry through SQL. Existence is asked first unless the table is ``expected``: a
     statement on a missing table would make Spark log an ERROR with a stack trace, for an answer
     begin expects. ``at_once``: the two statements are sent together (over Spark Connect each is a
-    round trip; issue 53)."""
+    round trip; issue 53). ``storage``: the storage options are read too."""
     if not expected and not spark.catalog.tableExists(ref.quoted):
         return None
     if at_once:
@@ -120,7 +123,9 @@ def described(spark: SparkSession, ref: TableRef, at_once: bool = False, expecte
         columns = _complete(spark, ref, columns)
     shown = details.get("Storage Properties")
     file_source = details.get("Provider", "").lower() in METASTORE_PROVIDERS
-    options = _storage_options_by_sql(spark, ref, shown) if shown and file_source else {}
+    options = None
+    if storage:
+        options = _storage_options_by_sql(spark, ref, shown) if shown and file_source else {}
     return CatalogEntry(
         details.get("Type", "").upper(),
         details.get("Location"),
@@ -228,7 +233,7 @@ def entry_of(spark: SparkSession, metadata: Any) -> CatalogEntry:
     for the completeness of wide struct types, see :func:`columns_of`)."""
     jvm: Any = spark._jvm
     partition_names = metadata.partitionColumnNames()
-    location = metadata.storage().locationUri()
+    location, options = metadata.storage().locationUri(), metadata.storage().properties()
     return CatalogEntry(
         str(metadata.tableType().name()).upper(),
         str(jvm.org.apache.spark.sql.catalyst.catalog.CatalogUtils.URIToString(location.get()))
@@ -239,7 +244,5 @@ def entry_of(spark: SparkSession, metadata: Any) -> CatalogEntry:
         columns_of(metadata),
         [str(partition_names.apply(i)) for i in range(partition_names.length())],
         bucketed=bool(metadata.bucketSpec().isDefined()),
-        storage_options=without_path(_scala_map(spark, options))
-        if not (options := metadata.storage().properties()).isEmpty()
-        else {},
+        storage_options={} if options.isEmpty() else without_path(_scala_map(spark, options)),
     )

@@ -189,13 +189,16 @@ class ClassicEngine:
             raise
         return str(found.locationUri().toString())
 
-    def table_entry(self, ref: TableRef, expected: bool = False) -> CatalogEntry | None:
+    def table_entry(self, ref: TableRef, expected: bool = False, storage: bool = False) -> CatalogEntry | None:
         """One session-catalog call for Spark's own sources; the SQL commands for the others, which
-        that call has shown to exist (so ``expected`` changes nothing here)."""
+        that call has shown to exist. Storage options always (only Spark's own sources have them, and
+        the call reads them), so ``expected`` and ``storage`` change nothing here."""
         metadata = raw_metadata(self.spark, ref)
         if metadata is None:
             return None
-        return entry_of(self.spark, metadata) if serves_fully(metadata) else described(self.spark, ref, expected=True)
+        if serves_fully(metadata):
+            return entry_of(self.spark, metadata)
+        return described(self.spark, ref, expected=True, storage=True)
 
     def table_location(self, ref: TableRef) -> str | None:
         entry = self.table_entry(ref)
@@ -447,9 +450,9 @@ class ConnectEngine:
                 return None
             raise
 
-    def table_entry(self, ref: TableRef, expected: bool = False) -> CatalogEntry | None:
+    def table_entry(self, ref: TableRef, expected: bool = False, storage: bool = False) -> CatalogEntry | None:
         """The SQL commands: a Connect client has no handle on the server's session catalog."""
-        return described(self.spark, ref, at_once=True, expected=expected)
+        return described(self.spark, ref, at_once=True, expected=expected, storage=storage)
 
     def table_location(self, ref: TableRef) -> str | None:
         """One round trip where :meth:`table_entry` makes three: a flip's re-reads of the location

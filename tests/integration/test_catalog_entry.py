@@ -50,7 +50,7 @@ def test_one_call_reads_what_describe_and_show_tblproperties_show(spark, databas
     spark.sql(TABLES[kind].format(t=ref.quoted, location=tmp_path.as_uri()))
     session = fresh(spark)
 
-    by_sql = described(session, ref)
+    by_sql = described(session, ref, storage=True)
     by_catalog = ClassicEngine(session).table_entry(ref)
 
     assert by_sql is not None

@@ -48,12 +48,13 @@ class CatalogClient:
     def sql(self, statement: str) -> list[Row]:
         return statement_rows(self.spark, statement)
 
-    def table_info(self, ref: TableRef, expected: bool = False) -> TableInfo | None:
+    def table_info(self, ref: TableRef, expected: bool = False, storage: bool = False) -> TableInfo | None:
         """The table as the metastore has it now, or None (also when a concurrent try drops it
         while it is being read). ``expected``: the caller knows it is there (a commit re-reading
         the target begin found), so its existence is not asked first, a round trip over Spark
-        Connect; were it gone after all, Spark logs the failed statement's error."""
-        entry = self.engine.table_entry(ref, expected)
+        Connect; were it gone after all, Spark logs the failed statement's error. ``storage``: with
+        its storage options (over Spark Connect a round trip more, for a table that has options)."""
+        entry = self.engine.table_entry(ref, expected, storage)
         return None if entry is None else TableInfo(**dataclasses.asdict(entry), ref=ref)
 
     def location(self, ref: TableRef) -> str | None:

@@ -59,7 +59,7 @@ def begin(ctx: RunContext, report: PhaseReport) -> Plan:
         candidate = adoption.find(ctx, ctx.request.durable) if ctx.request.durable else None
         keep_try = candidate.name_try if candidate else None
         report.touched += recovery.clean_tries(ctx, up_to=ctx.table.try_number, delete_dirs=False, keep_try=keep_try)
-    info, taken = ctx.catalog.table_info(target), False
+    info, taken = ctx.catalog.table_info(target, storage=True), False
     if info is None:
         info, taken = _require_free_location(ctx)
     if info is not None and (skip := _decide_on_existing_target(ctx, info)) is not None:
@@ -165,13 +165,14 @@ def _write_as_target(ctx: RunContext, info: TableInfo | None, mechanism: Publish
 def _storage_options(info: TableInfo) -> dict[str, str]:
     """The options a flip's or a partition switch's files must be written with, as the target's
     own are: a CSV table's separator or header, say, else its readers misread the new version."""
-    if hidden := sorted(k for k, v in info.storage_options.items() if v == REDACTED):
+    options = info.storage_options or {}  # begin reads the target with them
+    if hidden := sorted(k for k, v in options.items() if v == REDACTED):
         raise UnsupportedTargetError(
             f"{info.ref} has storage option(s) {hidden} whose values Spark shows only redacted "
             "(spark.redaction.regex), so its new version could not be written with them; run this task "
             "through spark-submit, whose driver reads them from the catalog"
         )
-    return dict(info.storage_options)
+    return dict(options)
 
 
 def _skip(ctx: RunContext, outcome: Outcome) -> Outcome:
@@ -208,7 +209,7 @@ def _require_free_location(ctx: RunContext) -> tuple[TableInfo | None, bool]:
         ctx.fault("concurrent_creator")
         if target_appeared(ctx):
             ctx.log.info(f"{target} was being created by a concurrent run; it exists now")
-            return ctx.catalog.table_info(target), False
+            return ctx.catalog.table_info(target, storage=True), False
         raise PublishError(
             f"{location} holds data that transaction {marker.txn_id} of this provider is publishing as "
             f"{target}, but no table is registered there yet; the next try looks again"
