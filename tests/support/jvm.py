@@ -31,8 +31,15 @@ from tests.support.pyspark_zip import ensure_compiled
 
 REPO = Path(__file__).resolve().parents[2]
 LOCAL = REPO / ".ctas-local"
-CONF_DIR = LOCAL / "test-spark-conf-empty"
-"""SPARK_CONF_DIR of every test JVM: empty, and at a fixed path, as the archive requires."""
+CACHE = Path(os.environ.get("CTAS_CDS_CACHE", Path.home() / ".cache" / "airflow-provider-ctas" / "cds"))
+"""The archives, kept across checkouts: a clean clone whose Spark installation an archive was made
+for (the Iceberg and Delta tests' Spark 4.1, in the pyspark cache) reuses it instead of spending
+a driver's run making it again while every worker's first test waits."""
+CONF_DIR = CACHE.parent / "test-spark-conf-empty"
+"""SPARK_CONF_DIR of every test JVM: empty, and at a fixed path (the same in every checkout), as the
+archive requires."""
+KEPT_ARCHIVES = 4
+"""The newest archives kept (~200 MB each): every new venv (a clone's own) makes one."""
 JVM_FLAGS = ("-XX:TieredStopAtLevel=1", "-XX:+UseSerialGC")
 """Short-lived drivers: C1-only JIT and the serial GC start ~17% faster (measured 13.4 s -> 11.1 s)."""
 READER_SPARK_CONF = {"spark.sql.adaptive.enabled": "false", "spark.sql.shuffle.partitions": "1"}
@@ -102,12 +109,16 @@ class SparkInstall:
         return self.jars_dir.parent / "python" / "lib"
 
     def jars(self) -> list[str]:
-        return sorted(p.name for p in self.jars_dir.glob("*.jar"))
+        """Each jar's path, size and modification time, as the JVM compares them with the archive's."""
+        return sorted(f"{p} {p.stat().st_size} {p.stat().st_mtime_ns}" for p in self.jars_dir.glob("*.jar"))
 
 
 def archive_path(dist_classpath: str, spark: SparkInstall) -> Path:
+    """Named by everything the JVM checks before it uses an archive (the JDK, the class path's jars
+    with their sizes and times, the flags): a reinstalled jar makes a new one, never a silently
+    unused one."""
     key = "\n".join([_java_version(), *spark.jars(), str(CONF_DIR), dist_classpath, *JVM_FLAGS])
-    return LOCAL / "cds" / f"spark-{hashlib.sha256(key.encode()).hexdigest()[:16]}.jsa"
+    return CACHE / f"spark-{hashlib.sha256(key.encode()).hexdigest()[:16]}.jsa"
 
 
 def _dump(target: Path, dist_classpath: str, spark: SparkInstall) -> bool:
@@ -171,9 +182,22 @@ def ensure_archive(dist_classpath: str, spark: SparkInstall | None = None) -> Pa
     target.parent.mkdir(parents=True, exist_ok=True)
     with open(target.parent / ".lock", "w") as lock:
         fcntl.flock(lock, fcntl.LOCK_EX)
-        if target.exists() or _dump(target, dist_classpath, spark):
+        if target.exists():
+            os.utime(target)  # in use: the newest are kept
+            return target
+        if _dump(target, dist_classpath, spark):
+            _prune(keep=target)
             return target
     return None
+
+
+def _prune(keep: Path) -> None:
+    """Removes all but the newest archives (one in use is touched each time a worker asks for it).
+    A JVM that starts after its archive went runs without one, as with ``CTAS_TEST_CDS=0``."""
+    archives = sorted(CACHE.glob("spark-*.jsa"), key=lambda p: p.stat().st_mtime, reverse=True)
+    for old in archives[KEPT_ARCHIVES:]:
+        if old != keep:
+            old.unlink(missing_ok=True)
 
 
 def _archive_options(archive: Path | None) -> list[str]:
