@@ -118,16 +118,30 @@ class YarnCluster:
         """What spark-submit needs in its environment to submit here."""
         return {"HADOOP_CONF_DIR": str(self.conf_dir), "YARN_CONF_DIR": str(self.conf_dir)}
 
-    def spark_conf(self, python: str = sys.executable, spark_jars: Path | None = None) -> dict[str, str]:
+    def spark_conf(
+        self, python: str = sys.executable, spark_jars: Path | None = None, class_archive: Path | None = None
+    ) -> dict[str, str]:
         """Settings of an application on this cluster: Spark's jars where they lie (this pyspark's, or
         ``spark_jars`` of another release), this Python in the containers, one small executor, no
         second application attempt. The containers' JVMs get the small-service flags: with the default
-        tiered compiler and G1 an application's driver and executor used 2.2 times the CPU."""
+        tiered compiler and G1 an application's driver and executor used 2.2 times the CPU.
+
+        ``class_archive``: a class-data-sharing archive of those jars' classes for the containers'
+        JVMs (the tests make one: ``tests/support/jvm.py``). A JVM uses an archive only when its
+        class path begins with the entries the archive was made with, and a container's begins with
+        its own directory: the jars are then put first (``spark.*.extraClassPath``, which Spark
+        places before it)."""
+        jars = spark_jars or spark_home() / "jars"
         flags = " ".join(SERVICE_JVM_FLAGS)
+        first: dict[str, str] = {}
+        if class_archive is not None:
+            flags += f" -XX:SharedArchiveFile={class_archive} -Xshare:auto -Xlog:cds=off -Xlog:cds+dynamic=off"
+            first = {f"spark.{side}.extraClassPath": f"{jars}/*" for side in ("driver", "executor")}
         return {
             "spark.driver.extraJavaOptions": flags,
             "spark.executor.extraJavaOptions": flags,
-            "spark.yarn.jars": f"local:{spark_jars or spark_home() / 'jars'}/*",
+            **first,
+            "spark.yarn.jars": f"local:{jars}/*",
             "spark.yarn.appMasterEnv.PYSPARK_PYTHON": python,
             "spark.executorEnv.PYSPARK_PYTHON": python,
             "spark.yarn.maxAppAttempts": "1",

@@ -28,7 +28,7 @@ from tests.support.fixtures import REST_CATALOG
 from tests.support.format_scenarios import kill_task_at
 from tests.support.iceberg import iceberg_jar, task_conf_on_spark41
 from tests.support.iceberg import leftovers as iceberg_leftovers
-from tests.support.jvm import SparkInstall
+from tests.support.jvm import SparkInstall, container_archive
 from tests.support.processes import wait_for_line
 from tests.support.reliability import NEW_ROWS, record_cell
 from tests.support.spark_versions import pyspark_venv
@@ -456,7 +456,7 @@ def test_iceberg_and_delta_tables_publish_the_same_way_in_cluster_mode(
     venv = pyspark_venv(SPARK_FOR_FORMATS)
     release = SparkInstall.of_venv(venv)
     conf = {**on_yarn, **task_conf_on_spark41(monkeypatch, catalog_conf),
-            **yarn.spark_conf(str(venv / "bin" / "python"), release.jars_dir)}  # fmt: skip
+            **yarn.spark_conf(str(venv / "bin" / "python"), release.jars_dir, container_archive(release))}  # fmt: skip
     checks = [{"type": "row_count", "min": 100}, {"type": "not_null", "columns": ["k"]}]
     steps = [  # mode, query, rows then, mechanism, checks: partition k=1 of 120 rows (40) is replaced by 50 rows
         ("create", "SELECT id, id % 3 AS k FROM range(300)", 300, mechanisms[0], []),
@@ -513,9 +513,10 @@ def test_a_publish_group_of_cluster_mode_drivers_publishes_its_members_in_one_co
     for _, table, _ in members:
         reader.rows(f"CREATE TABLE {table} USING iceberg AS SELECT id, 1 AS v FROM range(10)")
     venv = pyspark_venv(SPARK_FOR_FORMATS)
+    release = SparkInstall.of_venv(venv)
     catalog_conf = {"spark.jars": iceberg_jar(), **rest.conf(REST_CATALOG)}
     conf = {**on_yarn, **task_conf_on_spark41(monkeypatch, catalog_conf),
-            **yarn.spark_conf(str(venv / "bin" / "python"), SparkInstall.of_venv(venv).jars_dir)}  # fmt: skip
+            **yarn.spark_conf(str(venv / "bin" / "python"), release.jars_dir, container_archive(release))}  # fmt: skip
     path = DAGS_FOLDER / "yarn_group.py"
     path.write_text(GROUP_DAG.format(conf=json.dumps(conf), dag_id="yarn_group", members=members))
     run = load_dag(path).test()

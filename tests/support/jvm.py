@@ -38,8 +38,8 @@ a driver's run making it again while every worker's first test waits."""
 CONF_DIR = CACHE.parent / "test-spark-conf-empty"
 """SPARK_CONF_DIR of every test JVM: empty, and at a fixed path (the same in every checkout), as the
 archive requires."""
-KEPT_ARCHIVES = 4
-"""The newest archives kept (~200 MB each): every new venv (a clone's own) makes one."""
+KEPT_ARCHIVES = 6
+"""The newest archives kept (~200 MB each): every new venv (a clone's own) makes two."""
 JVM_FLAGS = ("-XX:TieredStopAtLevel=1", "-XX:+UseSerialGC")
 """Short-lived drivers: C1-only JIT and the serial GC start ~17% faster (measured 13.4 s -> 11.1 s)."""
 READER_SPARK_CONF = {"spark.sql.adaptive.enabled": "false", "spark.sql.shuffle.partitions": "1"}
@@ -113,15 +113,20 @@ class SparkInstall:
         return sorted(f"{p} {p.stat().st_size} {p.stat().st_mtime_ns}" for p in self.jars_dir.glob("*.jar"))
 
 
-def archive_path(dist_classpath: str, spark: SparkInstall) -> Path:
+def archive_path(dist_classpath: str, spark: SparkInstall, *, container: bool = False) -> Path:
     """Named by everything the JVM checks before it uses an archive (the JDK, the class path's jars
     with their sizes and times, the flags): a reinstalled jar makes a new one, never a silently
-    unused one."""
-    key = "\n".join([_java_version(), *spark.jars(), str(CONF_DIR), dist_classpath, *JVM_FLAGS])
-    return CACHE / f"spark-{hashlib.sha256(key.encode()).hexdigest()[:16]}.jsa"
+    unused one. ``container``: the archive of :func:`container_archive`."""
+    classpath = ["containers"] if container else [str(CONF_DIR), dist_classpath]
+    key = "\n".join([_java_version(), *spark.jars(), *classpath, *JVM_FLAGS])
+    kind = "spark-container" if container else "spark"
+    return CACHE / f"{kind}-{hashlib.sha256(key.encode()).hexdigest()[:16]}.jsa"
 
 
-def _dump(target: Path, dist_classpath: str, spark: SparkInstall) -> bool:
+def _dump(target: Path, dist_classpath: str, spark: SparkInstall, *, container: bool = False) -> bool:
+    """Runs ``_DUMP_APP`` as a test driver starts (spark-submit: the empty conf directory, the
+    installation's jars, ``dist_classpath``), or with ``container`` as a YARN container's JVM does
+    once its class path begins with the installation's jars (``java -cp <jars>/*``, nothing before)."""
     work = Path(tempfile.mkdtemp(prefix="ctas-cds-"))
     (work / "app.py").write_text(_DUMP_APP)
     partial = target.with_suffix(".partial")
@@ -140,12 +145,15 @@ def _dump(target: Path, dist_classpath: str, spark: SparkInstall) -> bool:
         "PATH": f"{spark.bin_dir}{os.pathsep}{os.environ['PATH']}",
         "PYSPARK_PYTHON": python,
         "PYSPARK_DRIVER_PYTHON": python,
-        "SPARK_CONF_DIR": str(CONF_DIR),
-        "SPARK_DIST_CLASSPATH": dist_classpath,
-        "SPARK_SUBMIT_OPTS": " ".join(options),
     }
+    env |= {"SPARK_CONF_DIR": str(CONF_DIR), "SPARK_SUBMIT_OPTS": " ".join(options)}
+    submit = [str(spark.bin_dir / "spark-submit"), "--master", "local[2]", str(work / "app.py")]
+    if container:
+        submit = _container_command(spark, submit[1:], env)
+    else:
+        env["SPARK_DIST_CLASSPATH"] = dist_classpath
     done = subprocess.run(
-        [str(spark.bin_dir / "spark-submit"), "--master", "local[2]", str(work / "app.py")],
+        submit,
         cwd=work,
         env=env,
         capture_output=True,
@@ -165,6 +173,34 @@ def compile_pyspark(spark: SparkInstall) -> None:
     ensure_compiled(spark.python_lib, LOCAL / "pyspark-zip.lock")
 
 
+def _container_command(spark: SparkInstall, arguments: list[str], env: dict[str, str]) -> list[str]:
+    """The JVM command spark-submit would run (Spark's launcher makes it: the module options Spark
+    needs on Java 17, ``SPARK_SUBMIT_OPTS``), with the installation's jars as its whole class path."""
+    (core,) = spark.jars_dir.glob("spark-core_*.jar")  # spark-core_2.13-4.3.0.jar
+    env |= {"SPARK_HOME": str(spark.jars_dir.parent), "SPARK_SCALA_VERSION": core.name.split("_")[1].split("-")[0]}
+    jars = f"{spark.jars_dir}/*"
+    made = subprocess.run(
+        ["java", "-cp", jars, "org.apache.spark.launcher.Main", "org.apache.spark.deploy.SparkSubmit", *arguments],
+        env=env, capture_output=True, text=True, check=True, timeout=60,
+    )  # fmt: skip
+    command = [part.strip() for part in made.stdout.split("\0") if part.strip()]  # begins "\0\n"
+    command[command.index("-cp") + 1] = jars
+    return command
+
+
+def container_archive(spark: SparkInstall | None = None) -> Path | None:
+    """The archive for YARN's containers of ``spark`` (the main pyspark's unless said): their JVMs
+    start without one (each container's class path begins with its own directory, which no archive
+    can match) unless Spark's jars come first (``ctas_devstack/yarn.py``'s ``class_archive``).
+    A trivial cluster-mode application's driver and executor used 23 CPU-seconds without one, 14
+    with one (``-Xshare:on``, so it was used; measured beside a test run)."""
+    spark = spark or SparkInstall.main()
+    compile_pyspark(spark)  # before any driver of it runs
+    if os.environ.get("CTAS_TEST_CDS") == "0":
+        return None
+    return _ensure(archive_path("", spark, container=True), "", spark, container=True)
+
+
 def ensure_archive(dist_classpath: str, spark: SparkInstall | None = None) -> Path | None:
     """The archive for this JDK, these jars and flags; made once (about 35 s), under a lock so
     that parallel test workers make it only once. None if it cannot be made (JVMs start as usual),
@@ -178,14 +214,17 @@ def ensure_archive(dist_classpath: str, spark: SparkInstall | None = None) -> Pa
     CONF_DIR.mkdir(parents=True, exist_ok=True)
     if any(CONF_DIR.iterdir()):
         raise RuntimeError(f"{CONF_DIR} must stay empty: it is every test JVM's SPARK_CONF_DIR")
-    target = archive_path(dist_classpath, spark)
+    return _ensure(archive_path(dist_classpath, spark), dist_classpath, spark)
+
+
+def _ensure(target: Path, dist_classpath: str, spark: SparkInstall, *, container: bool = False) -> Path | None:
     target.parent.mkdir(parents=True, exist_ok=True)
     with open(target.parent / ".lock", "w") as lock:
         fcntl.flock(lock, fcntl.LOCK_EX)
         if target.exists():
             os.utime(target)  # in use: the newest are kept
             return target
-        if _dump(target, dist_classpath, spark):
+        if _dump(target, dist_classpath, spark, container=container):
             _prune(keep=target)
             return target
     return None
@@ -233,7 +272,7 @@ def s3_dist_classpath() -> str:
 if __name__ == "__main__":
     # scripts/test.sh makes the archives while lint, type checks and unit tests run: the main
     # pyspark's, then that of the release the Iceberg and Delta tests run their drivers on.
-    from tests.support.spark_versions import on_release
+    from tests.support.spark_versions import on_release, pyspark_venv
     from tests.support.table_reader import SPARK_FOR_FORMATS
 
     made = ensure_archive(s3_dist_classpath())
@@ -241,3 +280,5 @@ if __name__ == "__main__":
     os.environ["SPARK_DIST_CLASSPATH"] = s3_dist_classpath()  # as every test JVM has it (fixtures.py)
     on_release(SPARK_FOR_FORMATS, archive=True)
     print(f"tests: Spark {SPARK_FOR_FORMATS}'s environment and CDS archive made")
+    for install in (SparkInstall.main(), SparkInstall.of_venv(pyspark_venv(SPARK_FOR_FORMATS))):
+        print(f"tests: YARN containers' CDS archive {container_archive(install)}")

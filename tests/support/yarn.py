@@ -16,6 +16,7 @@ import pytest
 
 from ctas_devstack.netns import ClusterNetwork
 from ctas_devstack.yarn import YarnCluster
+from tests.support.jvm import container_archive
 
 ENDED = ("FINISHED", "FAILED", "KILLED")
 CONN_ID = "spark_yarn"
@@ -43,7 +44,7 @@ def use_yarn(yarn: YarnCluster, monkeypatch: pytest.MonkeyPatch) -> dict[str, st
     monkeypatch.setenv("AIRFLOW_CONN_SPARK_YARN", json.dumps({"conn_type": "spark", "host": "yarn", "extra": extra}))
     for key, value in yarn.env().items():
         monkeypatch.setenv(key, value)
-    return yarn.spark_conf()
+    return yarn.spark_conf(class_archive=container_archive())
 
 
 def app_name(target: str, try_number: int) -> str:
