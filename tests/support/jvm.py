@@ -271,7 +271,8 @@ def s3_dist_classpath() -> str:
 
 if __name__ == "__main__":
     # scripts/test.sh makes the archives while lint, type checks and unit tests run: the main
-    # pyspark's, then that of the release the Iceberg and Delta tests run their drivers on.
+    # pyspark's, then that of the release the Iceberg and Delta tests run their drivers on, then the
+    # YARN containers' of both (each made once per installation: they stay in CACHE).
     from tests.support.spark_versions import on_release, pyspark_venv
     from tests.support.table_reader import SPARK_FOR_FORMATS
 
