@@ -19,9 +19,11 @@ from __future__ import annotations
 import fcntl
 import hashlib
 import os
+import shutil
 import subprocess
 import sys
 import tempfile
+import time
 from collections.abc import Mapping
 from dataclasses import dataclass
 from pathlib import Path
@@ -32,9 +34,9 @@ from tests.support.pyspark_zip import ensure_compiled
 REPO = Path(__file__).resolve().parents[2]
 LOCAL = REPO / ".ctas-local"
 CACHE = Path(os.environ.get("CTAS_CDS_CACHE", Path.home() / ".cache" / "airflow-provider-ctas" / "cds"))
-"""The archives, kept across checkouts: a clean clone whose Spark installation an archive was made
-for (the Iceberg and Delta tests' Spark 4.1, in the pyspark cache) reuses it instead of spending
-a driver's run making it again while every worker's first test waits."""
+"""The archives, kept across checkouts: a clean clone's venv holds the same jar files as the last one
+(uv links them to its cache), and an archive made from them serves it instead of a driver's run
+spent making it again while every worker's first test waits."""
 CONF_DIR = CACHE.parent / "test-spark-conf-empty"
 """SPARK_CONF_DIR of every test JVM: empty, and at a fixed path (the same in every checkout), as the
 archive requires."""
@@ -108,19 +110,53 @@ class SparkInstall:
         """Where ``pyspark.zip`` lies, which spark-submit puts first on a Python driver's path."""
         return self.jars_dir.parent / "python" / "lib"
 
-    def jars(self) -> list[str]:
-        """Each jar's path, size and modification time, as the JVM compares them with the archive's."""
-        return sorted(f"{p} {p.stat().st_size} {p.stat().st_mtime_ns}" for p in self.jars_dir.glob("*.jar"))
+    def jar_names(self) -> list[str]:
+        """The jars in the order the JVM expands ``jars/*``: the directory's own (unsorted) order."""
+        return [name for name in os.listdir(self.jars_dir) if name.endswith(".jar")]
+
+    def identity(self) -> list[str]:
+        """Each jar's file (device, inode), size and modification time, in class-path order: what
+        the JVM compares with an archive's entries. Not the path: the JVM takes another path to the
+        same file (a hard link) as the same entry, and every venv uv makes links its jars to uv's
+        cache, so a clean clone's installation is the same files at another path."""
+        stats = [(name, (self.jars_dir / name).stat()) for name in self.jar_names()]
+        return [f"{s.st_dev}:{s.st_ino} {s.st_size} {s.st_mtime_ns} {name}" for name, s in stats]
 
 
 def archive_path(dist_classpath: str, spark: SparkInstall, *, container: bool = False) -> Path:
     """Named by everything the JVM checks before it uses an archive (the JDK, the class path's jars
-    with their sizes and times, the flags): a reinstalled jar makes a new one, never a silently
-    unused one. ``container``: the archive of :func:`container_archive`."""
+    as files, with their sizes and times, the flags): a reinstalled jar makes a new one, never a
+    silently unused one. ``container``: the archive of :func:`container_archive`."""
     classpath = ["containers"] if container else [str(CONF_DIR), dist_classpath]
-    key = "\n".join([_java_version(), *spark.jars(), *classpath, *JVM_FLAGS])
+    key = "\n".join([_java_version(), *spark.identity(), str(_archived_jars(spark)), *classpath, *JVM_FLAGS])
     kind = "spark-container" if container else "spark"
     return CACHE / f"{kind}-{hashlib.sha256(key.encode()).hexdigest()[:16]}.jsa"
+
+
+def _archived_jars(spark: SparkInstall) -> Path:
+    """The jars directory an archive of ``spark`` is made from: hard links to its jars in the cache,
+    named by their identity, so that the archive outlives the checkout it was made in (the JVM
+    looks the archive's own entries up again, and a deleted venv's would silently disable it).
+    The installation's own directory where links cannot be made or list in another order (the
+    JVM compares the entries in order); its archive then serves that checkout only."""
+    identity = spark.identity()
+    links = CACHE / f"jars-{hashlib.sha256(chr(10).join(identity).encode()).hexdigest()[:16]}"
+    if links.is_dir():
+        return links
+    CACHE.mkdir(parents=True, exist_ok=True)
+    partial = Path(tempfile.mkdtemp(prefix=f"{links.name}.", dir=CACHE))
+    partial.chmod(0o755)  # read by YARN containers too
+    try:
+        for name in spark.jar_names():
+            os.link(spark.jars_dir / name, partial / name)
+        if [name for name in os.listdir(partial) if name.endswith(".jar")] != spark.jar_names():
+            return spark.jars_dir
+        partial.rename(links)
+    except OSError:  # another filesystem, or another worker made them first
+        return links if links.is_dir() else spark.jars_dir
+    finally:
+        shutil.rmtree(partial, ignore_errors=True)
+    return links
 
 
 def _dump(target: Path, dist_classpath: str, spark: SparkInstall, *, container: bool = False) -> bool:
@@ -147,11 +183,9 @@ def _dump(target: Path, dist_classpath: str, spark: SparkInstall, *, container: 
         "PYSPARK_DRIVER_PYTHON": python,
     }
     env |= {"SPARK_CONF_DIR": str(CONF_DIR), "SPARK_SUBMIT_OPTS": " ".join(options)}
-    submit = [str(spark.bin_dir / "spark-submit"), "--master", "local[2]", str(work / "app.py")]
-    if container:
-        submit = _container_command(spark, submit[1:], env)
-    else:
+    if not container:
         env["SPARK_DIST_CLASSPATH"] = dist_classpath
+    submit = _launch_command(spark, ["--master", "local[2]", str(work / "app.py")], env, container=container)
     done = subprocess.run(
         submit,
         cwd=work,
@@ -165,6 +199,7 @@ def _dump(target: Path, dist_classpath: str, spark: SparkInstall, *, container: 
         print(f"tests: no CDS archive (rc {done.returncode}): {done.stderr[-2000:]}", file=sys.stderr)
         return False
     partial.rename(target)
+    target.with_suffix(".jars").write_text(_archived_jars(spark).name)
     return True
 
 
@@ -173,18 +208,24 @@ def compile_pyspark(spark: SparkInstall) -> None:
     ensure_compiled(spark.python_lib, LOCAL / "pyspark-zip.lock")
 
 
-def _container_command(spark: SparkInstall, arguments: list[str], env: dict[str, str]) -> list[str]:
+def _launch_command(spark: SparkInstall, arguments: list[str], env: dict[str, str], *, container: bool) -> list[str]:
     """The JVM command spark-submit would run (Spark's launcher makes it: the module options Spark
-    needs on Java 17, ``SPARK_SUBMIT_OPTS``), with the installation's jars as its whole class path."""
+    needs on Java 17, ``SPARK_SUBMIT_OPTS``, the class path), with the installation's jars read
+    from :func:`_archived_jars`; with ``container``, those jars are its whole class path, as in a
+    YARN container whose class path begins with them."""
     (core,) = spark.jars_dir.glob("spark-core_*.jar")  # spark-core_2.13-4.3.0.jar
     env |= {"SPARK_HOME": str(spark.jars_dir.parent), "SPARK_SCALA_VERSION": core.name.split("_")[1].split("-")[0]}
-    jars = f"{spark.jars_dir}/*"
     made = subprocess.run(
-        ["java", "-cp", jars, "org.apache.spark.launcher.Main", "org.apache.spark.deploy.SparkSubmit", *arguments],
+        ["java", "-cp", f"{spark.jars_dir}/*", "org.apache.spark.launcher.Main", "org.apache.spark.deploy.SparkSubmit",
+         *arguments],
         env=env, capture_output=True, text=True, check=True, timeout=60,
     )  # fmt: skip
     command = [part.strip() for part in made.stdout.split("\0") if part.strip()]  # begins "\0\n"
-    command[command.index("-cp") + 1] = jars
+    classpath = command.index("-cp") + 1
+    own, jars = f"{spark.jars_dir}/*", f"{_archived_jars(spark)}/*"
+    if own not in command[classpath].split(os.pathsep):
+        raise RuntimeError(f"Spark's launcher put {command[classpath]!r} on the class path, not {own}")
+    command[classpath] = jars if container else command[classpath].replace(own, jars)
     return command
 
 
@@ -231,12 +272,19 @@ def _ensure(target: Path, dist_classpath: str, spark: SparkInstall, *, container
 
 
 def _prune(keep: Path) -> None:
-    """Removes all but the newest archives (one in use is touched each time a worker asks for it).
-    A JVM that starts after its archive went runs without one, as with ``CTAS_TEST_CDS=0``."""
+    """Removes all but the newest archives (one in use is touched each time a worker asks for it),
+    and the jar links no kept archive was made from. A JVM that starts after its archive went runs
+    without one, as with ``CTAS_TEST_CDS=0``."""
     archives = sorted(CACHE.glob("spark-*.jsa"), key=lambda p: p.stat().st_mtime, reverse=True)
     for old in archives[KEPT_ARCHIVES:]:
         if old != keep:
             old.unlink(missing_ok=True)
+            old.with_suffix(".jars").unlink(missing_ok=True)
+    used = {p.read_text().strip() for p in CACHE.glob("spark-*.jars")}
+    day_ago = time.time() - 86400  # not links another process is making an archive from now
+    for links in CACHE.glob("jars-*"):
+        if links.name not in used and links.stat().st_mtime < day_ago:
+            shutil.rmtree(links, ignore_errors=True)
 
 
 def _archive_options(archive: Path | None) -> list[str]:
