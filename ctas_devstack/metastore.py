@@ -71,6 +71,12 @@ def spawn(
 SERVICE_JVM_FLAGS = ("-XX:TieredStopAtLevel=1", "-XX:+UseSerialGC")
 
 
+def class_archive_options(archive: Path) -> list[str]:
+    """A JVM's options to start from a class-data-sharing archive, silently without it when its
+    class path does not match the archive's (``-Xshare:auto``, its CDS warnings off)."""
+    return [f"-XX:SharedArchiveFile={archive}", "-Xshare:auto", "-Xlog:cds=off", "-Xlog:cds+dynamic=off"]
+
+
 def hive_site(properties: dict[str, str]) -> str:
     body = "\n".join(
         f"  <property><name>{escape(k)}</name><value>{escape(v)}</value></property>" for k, v in properties.items()

@@ -25,7 +25,7 @@ from pathlib import Path
 from typing import Any
 
 from ctas_devstack.jars import locked_jars
-from ctas_devstack.metastore import SERVICE_JVM_FLAGS, hive_site, spark_home, stop_pid_file
+from ctas_devstack.metastore import SERVICE_JVM_FLAGS, class_archive_options, hive_site, spark_home, stop_pid_file
 from ctas_devstack.netns import ClusterNetwork
 
 LAUNCHER = Path(__file__).with_name("YarnCluster.java")
@@ -135,7 +135,7 @@ class YarnCluster:
         flags = " ".join(SERVICE_JVM_FLAGS)
         first: dict[str, str] = {}
         if class_archive is not None:
-            flags += f" -XX:SharedArchiveFile={class_archive} -Xshare:auto -Xlog:cds=off -Xlog:cds+dynamic=off"
+            flags = " ".join([*SERVICE_JVM_FLAGS, *class_archive_options(class_archive)])
             first = {f"spark.{side}.extraClassPath": f"{jars}/*" for side in ("driver", "executor")}
         return {
             "spark.driver.extraJavaOptions": flags,

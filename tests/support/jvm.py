@@ -29,6 +29,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from airflow_provider_ctas.spark.engine import CONNECT_MODE_VARIABLES
+from ctas_devstack.metastore import class_archive_options
 from tests.support.pyspark_zip import ensure_compiled
 
 REPO = Path(__file__).resolve().parents[2]
@@ -288,9 +289,7 @@ def _prune(keep: Path) -> None:
 
 
 def _archive_options(archive: Path | None) -> list[str]:
-    if archive is None:
-        return []
-    return [f"-XX:SharedArchiveFile={archive}", "-Xshare:auto", "-Xlog:cds=off", "-Xlog:cds+dynamic=off"]
+    return [] if archive is None else class_archive_options(archive)
 
 
 def submit_opts(conf: Mapping[str, str], archive: Path | None) -> str:
