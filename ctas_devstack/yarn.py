@@ -132,11 +132,9 @@ class YarnCluster:
         its own directory: the jars are then put first (``spark.*.extraClassPath``, which Spark
         places before it)."""
         jars = spark_jars or spark_home() / "jars"
-        flags = " ".join(SERVICE_JVM_FLAGS)
-        first: dict[str, str] = {}
-        if class_archive is not None:
-            flags = " ".join([*SERVICE_JVM_FLAGS, *class_archive_options(class_archive)])
-            first = {f"spark.{side}.extraClassPath": f"{jars}/*" for side in ("driver", "executor")}
+        archive = class_archive_options(class_archive) if class_archive else []
+        flags = " ".join([*SERVICE_JVM_FLAGS, *archive])
+        first = {f"spark.{side}.extraClassPath": f"{jars}/*" for side in ("driver", "executor") if class_archive}
         return {
             "spark.driver.extraJavaOptions": flags,
             "spark.executor.extraJavaOptions": flags,

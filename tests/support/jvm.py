@@ -17,6 +17,7 @@ Nothing of this is in the product: the operator runs spark-submit exactly as it 
 from __future__ import annotations
 
 import fcntl
+import functools
 import hashlib
 import os
 import shutil
@@ -134,12 +135,14 @@ def archive_path(dist_classpath: str, spark: SparkInstall, *, container: bool = 
     return CACHE / f"{kind}-{hashlib.sha256(key.encode()).hexdigest()[:16]}.jsa"
 
 
+@functools.cache
 def _archived_jars(spark: SparkInstall) -> Path:
     """The jars directory an archive of ``spark`` is made from: hard links to its jars in the cache,
     named by their identity, so that the archive outlives the checkout it was made in (the JVM
     looks the archive's own entries up again, and a deleted venv's would silently disable it).
     The installation's own directory where links cannot be made or list in another order (the
-    JVM compares the entries in order); its archive then serves that checkout only."""
+    JVM compares the entries in order); its archive then serves that checkout only. Once per
+    installation and process: its name, the archive's and the dump's command all need it."""
     identity = spark.identity()
     links = CACHE / f"jars-{hashlib.sha256(chr(10).join(identity).encode()).hexdigest()[:16]}"
     if links.is_dir():
@@ -182,8 +185,9 @@ def _dump(target: Path, dist_classpath: str, spark: SparkInstall, *, container: 
         "PATH": f"{spark.bin_dir}{os.pathsep}{os.environ['PATH']}",
         "PYSPARK_PYTHON": python,
         "PYSPARK_DRIVER_PYTHON": python,
+        "SPARK_CONF_DIR": str(CONF_DIR),
+        "SPARK_SUBMIT_OPTS": " ".join(options),
     }
-    env |= {"SPARK_CONF_DIR": str(CONF_DIR), "SPARK_SUBMIT_OPTS": " ".join(options)}
     if not container:
         env["SPARK_DIST_CLASSPATH"] = dist_classpath
     submit = _launch_command(spark, ["--master", "local[2]", str(work / "app.py")], env, container=container)
