@@ -12,6 +12,7 @@ import functools
 import json
 import os
 import re
+import shutil
 import tempfile
 import time
 from pathlib import Path
@@ -23,7 +24,9 @@ from tests.support.jvm import CONF_DIR
 
 SESSION_ROOT = Path(tempfile.mkdtemp(prefix="ctas-tests-"))
 # Shared by the controller and its xdist workers (they inherit the controller's environment).
-os.environ.setdefault("CTAS_TEST_SHARED", tempfile.mkdtemp(prefix="ctas-tests-shared-"))
+_SHARED_MADE_HERE = "CTAS_TEST_SHARED" not in os.environ
+if _SHARED_MADE_HERE:
+    os.environ["CTAS_TEST_SHARED"] = tempfile.mkdtemp(prefix="ctas-tests-shared-")
 os.environ.update(
     {
         "AIRFLOW_HOME": str(SESSION_ROOT / "airflow"),
@@ -172,9 +175,13 @@ def _selection(config) -> str:
     return (config.option.markexpr or " ".join(paths) or "(all)").replace("|", "/")
 
 
+_PASSED: list[bool] = []
+
+
 def pytest_sessionfinish(session, exitstatus):
     """On the controller (or a run without workers): the run's durations and the fault matrix,
     under build/reports (artefacts of this run; ``scripts/publish_reports.sh`` updates docs/)."""
+    _PASSED.append(exitstatus == 0)
     if hasattr(session.config, "workerinput"):
         return
     from tests.support.reliability import BUILD_REPORTS, write_report
@@ -212,3 +219,13 @@ def pytest_sessionfinish(session, exitstatus):
         cpu=_CPU,
         machine_busy=test_times.busy_share(_MACHINE_CPU[0], test_times.machine_cpu()),
     )
+
+
+def pytest_unconfigure(config):
+    """A passed session's files go: its services' state, and the scratch of every Spark JVM it
+    started (``tests/support/fixtures.py``: killed drivers leave theirs, with a copy of each jar they
+    were given; a CI run left ~1.6 GB in /tmp). A failed session's stay for the post-mortem."""
+    if _PASSED and all(_PASSED):
+        shutil.rmtree(SESSION_ROOT, ignore_errors=True)
+        if _SHARED_MADE_HERE:
+            shutil.rmtree(os.environ["CTAS_TEST_SHARED"], ignore_errors=True)

@@ -71,7 +71,13 @@ def metastore(s3: S3Server) -> Iterator[HiveMetastore]:
     try:
         archive = ensure_archive(os.environ["SPARK_DIST_CLASSPATH"])  # and pyspark's zips compiled
         s3_conf = {f"spark.hadoop.{key}": value for key, value in s3.hadoop_conf().items()}
-        os.environ["SPARK_SUBMIT_OPTS"] = submit_opts({**service.spark_conf(), **TEST_SPARK_CONF, **s3_conf}, archive)
+        # Every test JVM's scratch (Spark's local dirs, Hive's session resources, native libraries)
+        # in this session's folder, which goes with a passed session, not in /tmp.
+        scratch = SESSION_ROOT / "jvm-tmp"
+        scratch.mkdir(exist_ok=True)
+        os.environ["SPARK_SUBMIT_OPTS"] = submit_opts(
+            {**service.spark_conf(), **TEST_SPARK_CONF, **s3_conf, "java.io.tmpdir": str(scratch)}, archive
+        )
         # spark-submit's own first JVM (org.apache.spark.launcher.Main, which builds the command) too.
         os.environ["SPARK_LAUNCHER_OPTS"] = " ".join(JVM_FLAGS)
         yield service
