@@ -134,7 +134,7 @@ class YarnCluster:
         jars = spark_jars or spark_home() / "jars"
         archive = class_archive_options(class_archive) if class_archive else []
         flags = " ".join([*SERVICE_JVM_FLAGS, *archive])
-        first = {f"spark.{side}.extraClassPath": f"{jars}/*" for side in ("driver", "executor") if class_archive}
+        first = {f"spark.{side}.extraClassPath": f"{jars}/*" for side in ("driver", "executor")} if archive else {}
         return {
             "spark.driver.extraJavaOptions": flags,
             "spark.executor.extraJavaOptions": flags,

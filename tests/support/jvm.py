@@ -144,7 +144,8 @@ def _archived_jars(spark: SparkInstall) -> Path:
     JVM compares the entries in order); its archive then serves that checkout only. Once per
     installation and process: its name, the archive's and the dump's command all need it."""
     identity = spark.identity()
-    links = CACHE / f"jars-{hashlib.sha256(chr(10).join(identity).encode()).hexdigest()[:16]}"
+    digest = hashlib.sha256("\n".join(identity).encode()).hexdigest()
+    links = CACHE / f"jars-{digest[:16]}"
     if links.is_dir():
         return links
     CACHE.mkdir(parents=True, exist_ok=True)
@@ -220,14 +221,13 @@ def _launch_command(spark: SparkInstall, arguments: list[str], env: dict[str, st
     YARN container whose class path begins with them."""
     (core,) = spark.jars_dir.glob("spark-core_*.jar")  # spark-core_2.13-4.3.0.jar
     env |= {"SPARK_HOME": str(spark.jars_dir.parent), "SPARK_SCALA_VERSION": core.name.split("_")[1].split("-")[0]}
+    own, jars = f"{spark.jars_dir}/*", f"{_archived_jars(spark)}/*"
     made = subprocess.run(
-        ["java", "-cp", f"{spark.jars_dir}/*", "org.apache.spark.launcher.Main", "org.apache.spark.deploy.SparkSubmit",
-         *arguments],
+        ["java", "-cp", own, "org.apache.spark.launcher.Main", "org.apache.spark.deploy.SparkSubmit", *arguments],
         env=env, capture_output=True, text=True, check=True, timeout=60,
     )  # fmt: skip
     command = [part.strip() for part in made.stdout.split("\0") if part.strip()]  # begins "\0\n"
     classpath = command.index("-cp") + 1
-    own, jars = f"{spark.jars_dir}/*", f"{_archived_jars(spark)}/*"
     if own not in command[classpath].split(os.pathsep):
         raise RuntimeError(f"Spark's launcher put {command[classpath]!r} on the class path, not {own}")
     command[classpath] = jars if container else command[classpath].replace(own, jars)
