@@ -455,7 +455,9 @@ def _clear(trial: Trial, point: str, landed: bool, release: Path, progress: Path
     tries = [f"clear@{point}{'' if landed else ' (ended first)'}: {held}", f"no fault, beside it: {beside}"]
     lines = progress.read_text().splitlines() if progress.exists() else []
     began, published = f"after_begin try={following}", f"after_publish try={try_number}"
-    superseded = held == "success" and began in lines and (
+    # A held try that ended before the next one started (its fault did not land: it found the
+    # table already published) cannot have published after it began.
+    superseded = landed and held == "success" and began in lines and (
         published not in lines or lines.index(began) < lines.index(published))  # fmt: skip
     return tries, [f"try {try_number} published after try {following} began"] if superseded else []
 
