@@ -3,8 +3,9 @@
 # draws them, every invariant checked, results in build/reports/soak.md.
 #   bash scripts/soak.sh --runs 300 [--seed 42]   N runs (the seed defaults to a random one, printed)
 #   bash scripts/soak.sh --replay 1234567         the one run a failure named (or several: 12,34)
-#   --formats parquet,iceberg,delta               the table formats runs draw from (default: parquet);
-#                                                 a replay takes the --formats its failure printed
+#   --formats parquet,iceberg,delta,iceberg-rest  the tables runs draw from (default: parquet); iceberg is
+#                                                 on the Hive metastore, iceberg-rest on the Iceberg REST
+#                                                 catalog server; a replay takes the --formats its failure printed
 #   --metastore postgres|derby                    where the metastore service keeps its state (default:
 #                                                 postgres, scripts/postgres.sh's server, as a production
 #                                                 metastore's database; derby: the tests' default, on which
@@ -40,7 +41,7 @@ done
 [[ "$runs" =~ ^[0-9]+$ ]] || { echo "soak.sh: --runs takes a number, not '$runs'" >&2; exit 2; }
 [ -z "$seed" ] && seed=$(( (RANDOM << 15) | RANDOM ))
 [[ "$seed" =~ ^[0-9]+$ ]] || { echo "soak.sh: --seed takes a number, not '$seed'" >&2; exit 2; }
-[[ "$formats" =~ ^(parquet|iceberg|delta)(,(parquet|iceberg|delta))*$ ]] || { echo "soak.sh: --formats takes some of parquet,iceberg,delta, not '$formats'" >&2; exit 2; }
+[[ "$formats" =~ ^(parquet|iceberg|delta|iceberg-rest)(,(parquet|iceberg|delta|iceberg-rest))*$ ]] || { echo "soak.sh: --formats takes some of parquet,iceberg,delta,iceberg-rest, not '$formats'" >&2; exit 2; }
 [ -z "$replay" ] || [[ "$replay" =~ ^[0-9]+(,[0-9]+)*$ ]] || { echo "soak.sh: --replay takes run seeds (SEED[,SEED...])" >&2; exit 2; }
 [[ "$metastore" =~ ^(derby|postgres)$ ]] || { echo "soak.sh: --metastore takes derby or postgres, not '$metastore'" >&2; exit 2; }
 [[ "$cluster" =~ ^(local|yarn)$ ]] || { echo "soak.sh: --cluster takes local or yarn, not '$cluster'" >&2; exit 2; }

@@ -11,10 +11,13 @@ import random
 from dataclasses import dataclass
 
 MODES = ("create", "replace", "swap", "overwrite_partitions")
-FORMATS = ("parquet", "iceberg", "delta")
+FORMATS = ("parquet", "iceberg", "delta", "iceberg-rest")
 """parquet: a file-format table in Spark's session catalog; iceberg: an Iceberg table in a
 Hive-metastore catalog; delta: a Delta table in Delta's session catalog (both on the same metastore
-service, their drivers on Spark 4.1)."""
+service); iceberg-rest: an Iceberg table in a REST catalog (the Iceberg project's own server). The
+Iceberg and Delta drivers run on Spark 4.1."""
+TABLE_FORMATS = {"parquet": "parquet", "iceberg": "iceberg", "delta": "delta", "iceberg-rest": "iceberg"}
+"""The operator's ``table_format`` for each of the soak's tables."""
 FORMAT_MODES = ("create", "replace", "overwrite_partitions")
 """Iceberg and Delta: a replace publishes in one commit of the format whatever the shape (no swap)."""
 
@@ -32,6 +35,7 @@ FORMAT_MODE_POINTS: dict[str, dict[str, tuple[str, ...]]] = {
     "parquet": MODE_POINTS,
     # Iceberg: after the fence's check, right before the commit that carries it as a requirement.
     "iceberg": {"replace": ("publish_checked",), "overwrite_partitions": ("publish_checked",)},
+    "iceberg-rest": {"replace": ("publish_checked",), "overwrite_partitions": ("publish_checked",)},
     "delta": {},
 }
 TASK_POINT = "before_decision"
@@ -41,7 +45,8 @@ KINDS = ("kill-task", "term-task", "kill-driver", "raise", "query-fails", "metas
 """kill-task: SIGKILL the try's whole process group (task and supervisor: the worker lost);
 term-task: SIGTERM it (on_kill, as a 'mark failed' sends); kill-driver: SIGKILL its Spark driver;
 raise: an exception inside the driver at the point; query-fails: the query itself fails at run
-time; metastore-restart: the metastore service stopped at the point, started 1-6 s later;
+time; metastore-restart: the table's catalog service (the metastore service; for iceberg-rest, the
+REST catalog server) stopped at the point, started 1-6 s later;
 timeout: the try outlives the task's ``execution_timeout`` while it is held at the point; clear:
 while the try is held at the point, the task instance is cleared and its next try starts beside it
 (the held try is then a zombie that must not publish); the run ends with that next try."""

@@ -85,17 +85,21 @@ class FormatTable(SoakTable):
 
 
 class IcebergTable(FormatTable):
-    """In the Hive-metastore catalog ``ice``: staging tables, branches and fences are the provider's
-    (a table created by renaming its staging table keeps that directory: the catalog moves no files)."""
+    """In the Iceberg catalog ``catalog`` (the Hive-metastore one, ``ice``, or a REST catalog, whose
+    namespace is made here): staging tables, branches and fences are the provider's (a table created
+    by renaming its staging table keeps that directory: the catalog moves no files)."""
 
     table_format = "iceberg"
 
-    def __init__(self, spark: Any, database: str, name: str, reader: TableReader) -> None:
+    def __init__(self, spark: Any, database: str, name: str, reader: TableReader, catalog: str = CATALOG) -> None:
         super().__init__(spark, database, name, reader)
-        self.name = f"{CATALOG}.{database}.{name}"
+        self.namespace = f"{catalog}.{database}"
+        self.name = f"{self.namespace}.{name}"
+        if catalog != CATALOG:  # the metastore's catalog shows the metastore's databases
+            reader.rows(f"CREATE NAMESPACE IF NOT EXISTS {self.namespace}")
 
     def leftovers(self) -> list[str]:
-        return iceberg_leftovers(self.reader, f"{CATALOG}.{self.database}", self.name)
+        return iceberg_leftovers(self.reader, self.namespace, self.name)
 
 
 class DeltaTable(FormatTable):
@@ -113,10 +117,11 @@ class DeltaTable(FormatTable):
         return self.delta.staging_tables(self.database) + directories
 
 
-def soak_table(spark: Any, database: str, name: str, reader: TableReader | None) -> SoakTable:
-    """The run's table ``name`` in ``database``, read by ``reader`` (None for a file-format table)."""
+def soak_table(spark: Any, database: str, name: str, reader: TableReader | None, catalog: str = CATALOG) -> SoakTable:
+    """The run's table ``name`` in ``database``, read by ``reader`` (None for a file-format table);
+    an Iceberg table in ``catalog``."""
     if reader is None:
         return SoakTable(spark, database, name)
     if isinstance(reader, DeltaReader):
         return DeltaTable(spark, database, name, reader)
-    return IcebergTable(spark, database, name, reader)
+    return IcebergTable(spark, database, name, reader, catalog)

@@ -3,7 +3,7 @@
 Each run (``tests/soak/schedule.py`` draws it from its seed) makes one task instance on the realistic
 stack (the metastore service, real spark-submit drivers, Airflow tries as separate processes): a
 target per mode, then one try per scheduled fault (killed, terminated, its driver killed, an
-exception in the driver, a failing query, the metastore restarted, timed out by Airflow; with
+exception in the driver, a failing query, the table's catalog service restarted, timed out by Airflow; with
 ``--storage s3``, the object store down for the drivers), then a
 try without one; or a try held while its task instance is cleared, its next try running beside it.
 A reader polls the target all along. Checked:
@@ -47,6 +47,7 @@ from tests.soak.schedule import (
     AFTER_COMMIT_POINTS,
     MID_WRITE,
     S3_KINDS,
+    TABLE_FORMATS,
     Fault,
     Schedule,
     formats_from,
@@ -58,7 +59,7 @@ from tests.support.catalog import database_dir
 from tests.support.dags import DAGS_FOLDER, make_dag, xcom_value
 from tests.support.delta import DeltaReader, delta_conf
 from tests.support.faults import Trial, summarize, wait_for_drivers_to_exit
-from tests.support.fixtures import METASTORE_DATABASE, STOP_GRACE
+from tests.support.fixtures import METASTORE_DATABASE, REST_CATALOG, STOP_GRACE
 from tests.support.iceberg import IcebergReader, iceberg_conf, task_conf_on_spark41
 from tests.support.objectstore import FLAKY_RETRIES, keys
 from tests.support.phases import executor_for, run_all
@@ -100,7 +101,7 @@ STORAGE = os.environ.get("CTAS_SOAK_STORAGE", "local")
 metastore service and the readers reach directly."""
 SOAK_BUCKET = "soak"
 TIMEOUT_SECONDS = (
-    {"parquet": 30, "iceberg": 75, "delta": 75}
+    {"parquet": 30, "iceberg": 75, "iceberg-rest": 75, "delta": 75}
     if CLUSTER == "local" and STORAGE == "local"
     else {"parquet": 60 if CLUSTER == "local" else 120}
 )
@@ -216,11 +217,14 @@ def yarn(metastore, tmp_path_factory) -> Iterator[YarnCluster | None]:
         yield cluster
 
 
-def _task_conf(table_format: str, metastore: Any, monkeypatch: pytest.MonkeyPatch) -> dict[str, str]:
+def _task_conf(table_format: str, metastore: Any, request: pytest.FixtureRequest) -> dict[str, str]:
     """What the task's conf says for its table's format (Iceberg and Delta: drivers on Spark 4.1)."""
     if table_format == "parquet":
         return {}
-    return task_conf_on_spark41(monkeypatch, iceberg_conf(metastore) if table_format == "iceberg" else delta_conf())
+    if table_format == "iceberg-rest":
+        return dict(request.getfixturevalue("on_rest"))
+    catalog = iceberg_conf(metastore) if table_format == "iceberg" else delta_conf()
+    return task_conf_on_spark41(request.getfixturevalue("monkeypatch"), catalog)
 
 
 def _kill_driver(yarn: YarnCluster | None, target: str, try_number: int) -> None:
@@ -271,7 +275,7 @@ def _act(fault: Fault, trial: Trial, progress: Path, writing: Callable[[], bool]
     raises it in the held task); a clear is held here and resumed by ``_clear``. Mid-write: once the
     staging directory has write debris (``writing``: a file-format table), or once the driver reached
     the point right before an Iceberg or Delta write (whose files go straight to the table's data)."""
-    metastore, yarn, store = services
+    catalog, yarn, store = services
     if fault.kind in ("raise", "query-fails"):
         return True
     if fault.point == MID_WRITE:
@@ -295,11 +299,11 @@ def _act(fault: Fault, trial: Trial, progress: Path, writing: Callable[[], bool]
     elif fault.kind == "kill-driver":
         _kill_driver(yarn, target, try_number)
     elif fault.kind == "metastore-restart":
-        metastore.stop(STOP_GRACE)
+        catalog.stop(STOP_GRACE)
         try:
             time.sleep(rng.uniform(1, 6))
         finally:
-            metastore.start()
+            catalog.start()
     elif fault.kind in S3_KINDS:
         assert store is not None, f"{fault.kind} is drawn for tables on S3 only"
         outage = store.unavailable if fault.kind == "s3-down" else store.down
@@ -331,15 +335,19 @@ def _staging_writing(spark: Any, s3: S3Server, database: str, staging: str) -> C
 
 
 def test_soak_run(run_seed, stack, spark, soak_database, tmp_path, metastore, yarn, format_readers, s3,
-                  store_proxy, monkeypatch):  # fmt: skip
+                  store_proxy, monkeypatch, request):  # fmt: skip
     schedule = schedule_for(run_seed, FORMATS, STORAGE)
     rng = random.Random(run_seed)
     print(f"soak run {schedule}; replay: {REPLAY} {run_seed}")
-    database = soak_database
+    database, name = soak_database, f"soak_{run_seed}"
+    catalog_service = metastore  # what a metastore-restart fault restarts: the table's catalog
     if store_proxy is not None:
-        table: SoakTable = S3SoakTable(spark, database, f"soak_{run_seed}", s3, SOAK_BUCKET)
+        table: SoakTable = S3SoakTable(spark, database, name, s3, SOAK_BUCKET)
+    elif schedule.table_format == "iceberg-rest":
+        catalog_service = request.getfixturevalue("rest")
+        table = soak_table(spark, database, name, request.getfixturevalue("rest_reader"), REST_CATALOG)
     else:
-        table = soak_table(spark, database, f"soak_{run_seed}", format_readers(schedule.table_format))
+        table = soak_table(spark, database, name, format_readers(schedule.table_format))
     target = table.name
     dag_id, run_id = f"soak_{run_seed}", f"soak__{run_seed}"
     _seed_target(schedule, spark, table)
@@ -353,11 +361,11 @@ def test_soak_run(run_seed, stack, spark, soak_database, tmp_path, metastore, ya
         sql=_sql(schedule),
         durable=schedule.durable,
         conf={
-            **_task_conf(schedule.table_format, metastore, monkeypatch),
+            **_task_conf(schedule.table_format, metastore, request),
             **(use_yarn(yarn, monkeypatch) if yarn else {}),
             **(_through(store_proxy) if store_proxy else {}),
         },
-        table_format=schedule.table_format,
+        table_format=TABLE_FORMATS[schedule.table_format],
         **({"conn_id": YARN_CONN_ID} if yarn else {}),
         operator_extra=(
             f", execution_timeout=datetime.timedelta(seconds={TIMEOUT_SECONDS[schedule.table_format]})"
@@ -379,7 +387,7 @@ def test_soak_run(run_seed, stack, spark, soak_database, tmp_path, metastore, ya
         release = tmp_path / f"release{try_number}"
         faults = {"progress_file": str(progress), **_fault_spec(fault, try_number, release, table.table_format)}
         trial = Trial(dag_file, dag_id, run_id, tmp_path / f"try{try_number}.log", faults).start()
-        landed = _act(fault, trial, progress, writing, target, (metastore, yarn, store_proxy), try_number, rng)
+        landed = _act(fault, trial, progress, writing, target, (catalog_service, yarn, store_proxy), try_number, rng)
         if fault.kind == "clear":
             beside, problem = _clear(
                 trial, fault.point, landed, release, progress, try_number, rng, (dag_file, dag_id, run_id), tmp_path

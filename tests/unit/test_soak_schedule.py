@@ -12,6 +12,7 @@ from tests.soak.schedule import (
     MID_WRITE,
     MODES,
     S3_KINDS,
+    TABLE_FORMATS,
     TASK_POINT,
     formats_from,
     mode_points,
@@ -53,12 +54,14 @@ def test_a_soak_of_several_formats_draws_each_and_keeps_a_seed_s_file_format_run
         assert {f.point for f in schedule.faults} <= reachable, schedule
         assert str(schedule).startswith(f"seed {schedule.seed}: {schedule.table_format} {schedule.mode}")
     assert {f.kind for s in schedules if s.table_format == "iceberg" for f in s.faults} == set(KINDS)
-    assert "publish_checked" in {f.point for s in schedules if s.table_format == "iceberg" for f in s.faults}
+    for iceberg in ("iceberg", "iceberg-rest"):  # the fence's check, right before the commit, on either catalog
+        assert "publish_checked" in {f.point for s in schedules if s.table_format == iceberg for f in s.faults}
+    assert set(TABLE_FORMATS) == set(FORMATS) and set(TABLE_FORMATS.values()) == {"parquet", "iceberg", "delta"}
     assert schedule_for(5, ("delta",)).table_format == "delta"
 
 
 def test_soak_formats_are_named_ones():
-    assert formats_from("iceberg, delta,iceberg") == ("iceberg", "delta")
+    assert formats_from("iceberg, delta,iceberg,iceberg-rest") == ("iceberg", "delta", "iceberg-rest")
     for text in ("", "hudi", "parquet,orc"):
         with pytest.raises(ValueError, match="soak formats are some of parquet, iceberg, delta"):
             formats_from(text)
