@@ -1,8 +1,8 @@
 """begin: check the session and the catalog, decide what the target allows, and clean up earlier
 tries' staging tables. For an existing target, from the second try on, an empty commit records the
 previous try's version for the transaction's Delta application (fencing every earlier try); Delta
-skipping that commit means the previous try's write had landed. With checks, the staging table is
-created here, so that they are analysed before any data is written."""
+skipping that commit means the previous try's write had landed. A new target's staging table is
+created here, as is one that checks will read (``DeltaPlan.staging_created_in_begin``)."""
 
 from __future__ import annotations
 
@@ -45,7 +45,7 @@ def begin(run: DeltaRun, report: PhaseReport, *, checks: bool) -> DeltaPlan | No
         report.touched += drop_staging(run, up_to=table.try_number - 1)
     if plan is None:
         return None
-    if plan.adopted is None and checks:
+    if plan.staging_created_in_begin(checks):
         report.touched.append(create_staging(run, plan))
     elif plan.adopted is None and plan.stages:
         report.touched.append(f"nothing yet: {table.staging_table()} is written in prepare")

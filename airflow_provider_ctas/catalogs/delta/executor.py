@@ -25,6 +25,7 @@ from airflow_provider_ctas.catalogs.delta.staging import create_staging, drop_st
 from airflow_provider_ctas.catalogs.delta.table import DeltaTable
 from airflow_provider_ctas.catalogs.metastore.catalog import CatalogClient
 from airflow_provider_ctas.catalogs.phase_executor import PhaseExecutor
+from airflow_provider_ctas.core.errors import FencedError
 from airflow_provider_ctas.core.modes import Mode
 from airflow_provider_ctas.core.protocol import PhaseReport, PhaseRequest, Reached
 from airflow_provider_ctas.core.transaction import Outcome
@@ -76,12 +77,25 @@ class DeltaExecutor(PhaseExecutor[DeltaTable, DeltaPlan]):
             self.fault("after_prepare")
             return
         self.fault("before_write")
-        if not self.checks:  # with checks, begin created it
+        if not plan.staging_created_in_begin(bool(self.checks)):
             create_staging(self.run_, plan)
-        touched, self.written_rows = write_staging(self.run_, self.written)
+        try:
+            touched, self.written_rows = write_staging(self.run_, self.written)
+        except Exception as exc:
+            if self._staging_dropped(plan):
+                raise FencedError(f"{staging_of(self.run_, plan)} was dropped by a newer try's begin") from exc
+            raise
         report.touched.append(touched)
         self.progress.reached = Reached.PREPARED
         self.fault("after_prepare")
+
+    def _staging_dropped(self, plan: DeltaPlan) -> bool:
+        """Whether this try's staging table is gone (a newer try's begin drops it: the fence of a
+        create); if that cannot be read, the write's own failure stands."""
+        try:
+            return not self.run_.spark.catalog.tableExists(staging_of(self.run_, plan).quoted)
+        except Exception:  # noqa: BLE001
+            return False
 
     def adopted_record(self) -> PreparedRecord | None:
         adopted = self.plan.adopted if self.plan is not None else None

@@ -41,3 +41,10 @@ class DeltaPlan:
     @property
     def columns(self) -> list[str]:
         return [f.name for f in self.schema.fields]
+
+    def staging_created_in_begin(self, checks: bool) -> bool:
+        """For a new target, as every format's create: a newer try's begin then finds this try's
+        staging and drops it, which fences this try (the chaos soak, seed 864633392: created in
+        prepare, it came after a newer try's begin and was published). With checks too, so that they
+        are analysed before any data is written. An existing target's commits fence its tries."""
+        return self.adopted is None and self.stages and (checks or self.mechanism is Publish.RENAME)
