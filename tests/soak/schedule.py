@@ -31,11 +31,15 @@ MODE_POINTS: dict[str, tuple[str, ...]] = {
     "replace": ("publish_checked",),
     "overwrite_partitions": ("publish_checked",),
 }
+# Iceberg, on either catalog: after the fence's check, right before the commit that carries it as a requirement.
+ICEBERG_POINTS: dict[str, tuple[str, ...]] = {
+    "replace": ("publish_checked",),
+    "overwrite_partitions": ("publish_checked",),
+}
 FORMAT_MODE_POINTS: dict[str, dict[str, tuple[str, ...]]] = {
     "parquet": MODE_POINTS,
-    # Iceberg: after the fence's check, right before the commit that carries it as a requirement.
-    "iceberg": {"replace": ("publish_checked",), "overwrite_partitions": ("publish_checked",)},
-    "iceberg-rest": {"replace": ("publish_checked",), "overwrite_partitions": ("publish_checked",)},
+    "iceberg": ICEBERG_POINTS,
+    "iceberg-rest": ICEBERG_POINTS,
     "delta": {},
 }
 TASK_POINT = "before_decision"
