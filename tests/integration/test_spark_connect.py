@@ -23,7 +23,16 @@ from airflow_provider_ctas.core import markers
 from airflow_provider_ctas.core.errors import FencedError, UnsupportedTargetError
 from airflow_provider_ctas.core.protocol import PhaseReport
 from airflow_provider_ctas.runners.spark_connect import connect_mode_confined
-from tests.support.catalog import count, fresh, leftovers, location, properties, retained_until, table_exists
+from tests.support.catalog import (
+    count,
+    fresh,
+    leftovers,
+    location,
+    marker_text,
+    properties,
+    retained_until,
+    table_exists,
+)
 from tests.support.dags import DAGS_FOLDER, make_dag, run_dag, xcom_value
 from tests.support.faults import Reader, Trial, check_observations
 from tests.support.fixtures import CONNECT_CONN_ID
@@ -370,12 +379,13 @@ def test_the_connect_file_system_lists_and_reads_what_is_there_and_nothing_where
     assert fs.modified_at(str(missing)) == 0.0 and fs.read_text(str(missing)) is None
 
 
-def test_a_flip_s_commit_over_connect_is_twelve_round_trips(connect_spark, spark, database):
+def test_a_flip_s_commit_over_connect_is_eleven_round_trips(connect_spark, spark, database):
     """Each is a step of a guarantee (docs/costs.md, "Over Spark Connect"): the table read (its
     DESCRIBE and properties sent together), the fence, the location an undo would restore, the SET
     LOCATION, the re-check, the provenance (the location again, SET TBLPROPERTIES) beside the
-    retention of the replaced version (its marker, its record), the new version's marker (read,
-    written). One more is a regression of issue 53; one fewer, a step to account for."""
+    retention of the replaced version (its marker, its record), and the new version's marker,
+    updated from the re-check's read beside that record's write. One more is a regression of issue
+    53; one fewer, a step to account for."""
     target = f"{database}.counted_flip"
     spark.sql(f"CREATE TABLE {target} USING parquet AS SELECT id FROM range(3)")
     run_all(executor_for(connect_spark, target, "SELECT id FROM range(5)", mode="replace"))
@@ -389,13 +399,18 @@ def test_a_flip_s_commit_over_connect_is_twelve_round_trips(connect_spark, spark
     assert details.get("finalize_pending") is None
     assert sorted(kind for _, kind in sent) == sorted(
         ["sql_command"] * 6  # DESCRIBE, SHOW TBLPROPERTIES, DESCRIBE, SET LOCATION, DESCRIBE, SET TBLPROPERTIES
-        + ["project"] * 4  # the staging marker twice (fence, re-check), the replaced one, the new one
+        + ["project"] * 3  # the staging marker twice (fence, re-check), the replaced one
         + ["write_operation"] * 2  # the replaced version's retention record, the new version's marker
     ), sent
     assert count(spark, target) == 7
     assert properties(spark, target)[markers.TXN_ID] == executor.table.txn_id, "the provenance, recorded beside"
     replaced = Path(urlparse(details["publish"]["previous_location"]).path)
     assert retained_until(replaced) is not None, "the replaced version, kept for readers"
+    marker = markers.MarkerFile.parse(marker_text(Path(urlparse(details["location"]).path) / markers.MARKER_FILE))
+    assert marker is not None and marker.try_number == executor.table.try_number
+    assert marker.published_at and [r.path for r in marker.retained] == [details["publish"]["previous_location"]], (
+        "the new version's marker, updated without reading it again: published, keeping the replaced one"
+    )
 
 
 def test_a_flip_over_connect_writes_with_the_target_s_options_and_refuses_redacted_ones(connect_spark, spark, database):

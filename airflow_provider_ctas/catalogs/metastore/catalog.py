@@ -74,11 +74,16 @@ class CatalogClient:
         return markers.SupersededRecord.parse(self.fs.read_text(f"{location.rstrip('/')}/{markers.SUPERSEDED_FILE}"))
 
     def mark_published(
-        self, location: str, txn_id: str, published_at: str, retained: tuple[markers.Retained, ...] = ()
+        self,
+        location: str,
+        txn_id: str,
+        published_at: str,
+        retained: tuple[markers.Retained, ...] = (),
+        read: markers.MarkerFile | None = None,
     ) -> None:
         """Record in the directory's marker that it now holds the target's data, and which superseded
-        versions it keeps for readers."""
-        marker = self.read_marker(location)
+        versions it keeps for readers; ``read``: the marker as the caller read it after the publish."""
+        marker = read or self.read_marker(location)
         if marker is not None and marker.txn_id == txn_id:
             path = f"{location.rstrip('/')}/{markers.MARKER_FILE}"
             updated = dataclasses.replace(marker, published_at=published_at, retained=retained)

@@ -47,6 +47,9 @@ class RunContext:
     staging_directory: str | None = None
     """Set when this try's staging is only a marked directory (a flip, a partition switch), which
     its marker fences."""
+    staging_marker: markers.MarkerFile | None = None
+    """The staging directory's marker as the fence last read it (its re-check right after the
+    publish): the marker update starts from it instead of reading the file again."""
     staged_partitions: dict[tuple[str, ...], str] | None = None
     """The partitions prepare wrote into a staging directory, with their directories."""
     adopted: Candidate | None = None

@@ -187,8 +187,14 @@ class SessionCatalogExecutor(PhaseExecutor[SessionCatalogTable, Plan]):
         except TargetCreatedMeanwhile as lost:
             ctx.log.info(f"{lost}; this try's partitions go into it")
             plan = self.plan = self._into_created_target(plan, provenance, report)
-        finally:
-            ctx.settle()  # what the publisher began is done before anything else touches the target
+        except BaseException:
+            ctx.settle()
+            raise
+        if ctx.progress.published:  # the new version's marker only: beside what the publisher left running
+            ctx.after_publish_meanwhile(
+                "marker update", lambda: self._record_publish(plan, provenance[markers.PUBLISHED_AT])
+            )
+        ctx.settle()  # what the publisher began is done before anything else touches the target
         if ctx.progress.published:
             ctx.progress.reached = Reached.COMMITTED
             ctx.fault("after_publish")
@@ -203,7 +209,6 @@ class SessionCatalogExecutor(PhaseExecutor[SessionCatalogTable, Plan]):
                         )
                     ),
                 )
-            ctx.after_publish("marker update", lambda: self._record_publish(plan, provenance[markers.PUBLISHED_AT]))
             if ctx.request.durable:
                 record = adoption.record_path(self._published_location(plan))
                 ctx.after_publish("remove the prepared record", lambda: ctx.catalog.fs.delete(record))
@@ -240,7 +245,8 @@ class SessionCatalogExecutor(PhaseExecutor[SessionCatalogTable, Plan]):
         root = self._published_location(plan)
         if plan.mechanism is not Publish.PARTITIONS:
             ctx.details["location"] = root
-        ctx.catalog.mark_published(root, ctx.table.txn_id, published_at, tuple(ctx.retained.values()))
+        read = ctx.staging_marker if root == ctx.staging_directory else None
+        ctx.catalog.mark_published(root, ctx.table.txn_id, published_at, tuple(ctx.retained.values()), read)
 
     def _published_location(self, plan: Plan) -> str:
         """Where the published data lives, known without asking: the staging directory the target

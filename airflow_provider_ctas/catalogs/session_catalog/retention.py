@@ -13,8 +13,10 @@ from airflow_provider_ctas.catalogs.session_catalog.context import RunContext
 from airflow_provider_ctas.core import markers
 
 
-def remove_superseded(ctx: RunContext, old_location: str, new_location: str) -> list[str]:
-    """After a flip: retire the table's previous directory, and delete what its publish had kept."""
+def remove_superseded(ctx: RunContext, old_location: str, new_location: str, *, beside: bool = False) -> list[str]:
+    """After a flip: retire the table's previous directory, and delete what its publish had kept.
+    ``beside``: the superseded record is written on a thread of its own (``RunContext.settle`` waits
+    for it), beside the new version's marker update: over Spark Connect each write is a Spark job."""
     if not old_location or old_location.rstrip("/") == new_location.rstrip("/"):
         return []
     marker = ctx.catalog.read_marker(old_location)
@@ -25,7 +27,7 @@ def remove_superseded(ctx: RunContext, old_location: str, new_location: str) -> 
             "left in place; no table points at it any more, delete it once no reader needs it"
         )
         return []
-    return [*_sweep(ctx, marker, depth=0), _retire(ctx, old_location)]
+    return [*_sweep(ctx, marker, depth=0), _retire(ctx, old_location, beside)]
 
 
 def remove_superseded_partitions(ctx: RunContext, columns: Sequence[str], old_locations: Sequence[str]) -> list[str]:
@@ -51,7 +53,7 @@ def remove_superseded_partitions(ctx: RunContext, columns: Sequence[str], old_lo
     return touched
 
 
-def _retire(ctx: RunContext, path: str) -> str:
+def _retire(ctx: RunContext, path: str, beside: bool = False) -> str:
     """Keep a version that was just superseded for the retention, or delete it at once when the
     retention is 0."""
     seconds = ctx.table.superseded_retention_seconds
@@ -65,8 +67,15 @@ def _retire(ctx: RunContext, path: str) -> str:
         delete_after=(now + timedelta(seconds=seconds)).isoformat(),
         superseded_by=markers.superseded_by_value(ctx.table.txn_id, ctx.table.try_number),
     )
-    ctx.catalog.fs.write_text(f"{path.rstrip('/')}/{markers.SUPERSEDED_FILE}", record.to_json())
     ctx.retained[path] = markers.Retained(path, record.delete_after)
+
+    def write() -> None:
+        ctx.catalog.fs.write_text(f"{path.rstrip('/')}/{markers.SUPERSEDED_FILE}", record.to_json())
+
+    if beside:
+        ctx.after_publish_meanwhile(f"record {path} superseded", write)
+    else:
+        write()
     return f"{path} (superseded version kept for readers until {record.delete_after})"
 
 

@@ -21,7 +21,8 @@ def observe_staging(ctx: RunContext) -> Observed:
     """One catalog call (properties only), as over Spark Connect each call is a round trip, or one
     read of the staging directory's marker."""
     if ctx.staging_directory is not None:
-        return Observed(marker=ctx.catalog.read_marker(ctx.staging_directory))
+        ctx.staging_marker = ctx.catalog.read_marker(ctx.staging_directory)
+        return Observed(marker=ctx.staging_marker)
     return Observed(properties=ctx.catalog.properties(ctx.staging_table))
 
 

@@ -63,7 +63,7 @@ def publish_by_flip(ctx: RunContext, pub: Publication) -> None:
         ctx.after_publish("drop the staging metadata", lambda: ctx.catalog.drop(staging))
     ctx.after_publish(
         "remove the superseded version",
-        lambda: report.touched.extend(retention.remove_superseded(ctx, old_location, new_location)),
+        lambda: report.touched.extend(retention.remove_superseded(ctx, old_location, new_location, beside=True)),
     )
 
 
