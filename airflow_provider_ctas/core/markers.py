@@ -12,7 +12,7 @@ from __future__ import annotations
 
 import json
 import re
-from collections.abc import Mapping
+from collections.abc import Iterable, Mapping
 from dataclasses import asdict, dataclass, field
 from datetime import UTC, datetime
 from typing import Any, Literal
@@ -84,6 +84,19 @@ def parse_reserved_name(name: str) -> ReservedName | None:
     if not match:
         return None
     return ReservedName(tag=match.group(1), role=_ROLE_CODES[match.group(2)], try_number=int(match.group(3)))
+
+
+def newer_staging(names: Iterable[str], txn_id: str, try_number: int) -> list[str]:
+    """The staging tables among ``names`` of tries of ``txn_id`` after ``try_number``: a newer try
+    that has begun in the catalog. A try checks right before its rename publishes a new table, so
+    that an older try which created its staging only after the newer try's begin had cleaned up
+    (it stalled inside its own begin) does not publish over the newer one."""
+    found = []
+    for name in names:
+        parsed = parse_reserved_name(name)
+        if parsed and parsed.role == "staging" and parsed.tag == txn_tag(txn_id) and parsed.try_number > try_number:
+            found.append(name)
+    return sorted(found)
 
 
 def marker_try(properties: Mapping[str, str]) -> int | None:

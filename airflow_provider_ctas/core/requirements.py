@@ -32,6 +32,8 @@ class Observed:
     """The tries of this transaction whose fence is raised on the table."""
     refs: frozenset[str] = frozenset()
     """The table's branches and tags (Iceberg)."""
+    names: frozenset[str] = frozenset()
+    """The reserved table names of the target's database (or namespace)."""
 
 
 class Requirement(ABC):
@@ -71,6 +73,26 @@ class AssertOwnStaging(Requirement):
         return (
             f"the staging of try {self.try_number} ({self.staging}) is gone or revoked: a newer try of this "
             "task instance has taken over, so this try must not publish"
+        )
+
+
+@dataclass(frozen=True)
+class AssertNoNewerStaging(Requirement):
+    """No newer try of this transaction has created its staging table. A newer try's begin drops
+    the staging an older try has; an older try that creates its staging only after that (it stalled
+    inside its own begin, while its query was analysed) is fenced by this check instead, right
+    before its rename publishes a new table."""
+
+    txn_id: str
+    try_number: int
+
+    def problem(self, observed: Observed) -> str | None:
+        newer = markers.newer_staging(observed.names, self.txn_id, self.try_number)
+        if not newer:
+            return None
+        return (
+            f"a newer try of this task instance has begun ({', '.join(newer)} exists); try {self.try_number} "
+            "must not publish"
         )
 
 

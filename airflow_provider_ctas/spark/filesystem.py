@@ -34,6 +34,12 @@ class FileSystem(Protocol):
         """Names of ``uri``'s children matching the glob ``pattern``."""
         ...
 
+    def marked_names(self, uri: str, pattern: str) -> list[str]:
+        """Names of ``uri``'s children matching the glob ``pattern`` that hold a hidden entry (this
+        provider's marker file, a Delta table's log): staging directories, each marked before
+        anything else is written into it. One listing, one round trip over Spark Connect."""
+        ...
+
     def has_files(self, uri: str) -> bool:
         """True when a data file exists below ``uri`` (directories and hidden files do not count)."""
         ...
@@ -90,6 +96,11 @@ class HadoopFileSystem:
             return []
         names = [str(status.getPath().getName()) for status in fs.listStatus(path)]
         return [name for name in names if fnmatch.fnmatchcase(name, pattern)]
+
+    def marked_names(self, uri: str, pattern: str) -> list[str]:
+        path, fs = self._path(f"{uri.rstrip('/')}/{pattern}/_*")
+        found = fs.globStatus(path) or []  # None where nothing matches a path without wildcards
+        return sorted({str(status.getPath().getParent().getName()) for status in found})
 
     def has_files(self, uri: str) -> bool:
         path, fs = self._path(uri)
@@ -215,6 +226,14 @@ class ConnectFileSystem:
             for row in self._file_rows(glob):
                 relative = urlparse(row["path"]).path.split(root, 1)[-1]
                 names.add(relative.split("/", 1)[0])
+        return sorted(n for n in names if fnmatch.fnmatchcase(n, pattern))
+
+    def marked_names(self, uri: str, pattern: str) -> list[str]:
+        """Spark's file sources skip a hidden file even where a path names it: a marker counts where
+        it was written over Connect (a directory of part files), as does a Delta table's log."""
+        root = urlparse(uri).path.rstrip("/") + "/"
+        rows = self._file_rows(f"{uri.rstrip('/')}/{pattern}/_*")
+        names = {urlparse(row["path"]).path.split(root, 1)[-1].split("/", 1)[0] for row in rows}
         return sorted(n for n in names if fnmatch.fnmatchcase(n, pattern))
 
     def has_files(self, uri: str) -> bool:

@@ -28,7 +28,13 @@ from ctas_devstack.connect_server import ConnectServer
 from tests.support.catalog import database_dir
 from tests.support.dags import DAGS_FOLDER, make_dag, run_dag, xcom_value
 from tests.support.delta import DeltaReader, delta_conf
-from tests.support.faults import Trial, check_observations, summarize, wait_for_drivers_to_exit
+from tests.support.faults import (
+    Trial,
+    check_observations,
+    older_try_resumed_beside_newer,
+    summarize,
+    wait_for_drivers_to_exit,
+)
 from tests.support.fixtures import STOP_GRACE
 from tests.support.format_scenarios import (
     FormatProbe,
@@ -282,39 +288,24 @@ def _probe(spark: Any, reader: DeltaReader, database: str) -> FormatProbe:
     )
 
 
-def test_a_create_try_held_after_its_begin_is_fenced_by_the_next_try_s_begin(
-    stack, spark, reader, on_spark41, database, tmp_path
+@pytest.mark.parametrize("held_at_point", ["after_begin", "before_staging"])
+def test_a_create_try_held_in_or_after_its_begin_is_fenced_by_the_next_try(
+    held_at_point, stack, spark, reader, on_spark41, database, tmp_path
 ):
     """The chaos soak's seed 864633392: try 1 of a create is held right after its begin while its task
     instance is cleared; try 2 begins beside it and is held before its publish; try 1, resumed, must
     publish nothing (it did, when a new table's staging was created in prepare: after try 2's begin,
-    which had nothing of try 1's to drop). Then try 2 publishes."""
-    target, dag_id = f"{database}.held_create", "delta_held_create"
+    which had nothing of try 1's to drop). Then try 2 publishes. ``before_staging``: try 1 is held
+    inside its begin, before it created its staging, so try 2's begin has nothing of it to drop
+    either; try 1 finds try 2's staging right before its rename."""
+    target, dag_id = f"{database}.held_create_{held_at_point}", f"delta_held_create_{held_at_point}"
     make_dag(dag_id, retries=2, target_table=target, mode="create", sql="SELECT id FROM range(30)",
              table_format="delta", conf=on_spark41)  # fmt: skip
-    progress, release1, release2 = tmp_path / "progress", tmp_path / "release1", tmp_path / "release2"
-
-    def trial(n: int, faults: dict[str, Any]) -> Trial:
-        faults = {"progress_file": str(progress), **faults}
-        return Trial(DAGS_FOLDER / f"{dag_id}.py", dag_id, "held", tmp_path / f"try{n}.log", faults).start()
-
-    try:
-        first = trial(1, {"after_begin": {"wait_for": str(release1), "only_try": 1},
-                          "after_publish": {"sleep": 0, "only_try": 1}})  # fmt: skip
-        wait_for_line(progress, "after_begin try=1", timeout=240)
-        second = trial(2, {"before_publish": {"wait_for": str(release2), "only_try": 2}})
-        wait_for_line(progress, "before_publish try=2", timeout=240)
-        release1.touch()
-        try1 = first.wait()
-    finally:
-        release1.touch()
-        release2.touch()
-    try2 = second.wait()
+    tries = older_try_resumed_beside_newer(dag_id, "held", held_at_point, tmp_path)
     wait_for_drivers_to_exit(target)
-    log1 = (tmp_path / "try1.log").read_text(errors="replace")
-    assert "after_publish try=1" not in progress.read_text().splitlines(), "try 1 published after try 2 began"
-    assert try1 != "success" and "[FENCED]" in log1, log1[-3000:]
-    assert try2 == "success", (tmp_path / "try2.log").read_text(errors="replace")[-3000:]
+    assert "after_publish try=1" not in tries.progress, "try 1 published after try 2 began"
+    assert tries.first != "success" and "[FENCED]" in tries.first_log, tries.first_log[-3000:]
+    assert tries.second == "success", (tmp_path / "try2.log").read_text(errors="replace")[-3000:]
     assert reader.value(f"SELECT count(*) FROM {target}") == 30
     latest = reader.history(target)[0]
     assert latest["operation"] == "WRITE" and json.loads(latest["userMetadata"])[markers.TRY_NUMBER] == "2", latest

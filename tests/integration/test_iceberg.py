@@ -21,7 +21,13 @@ from airflow_provider_ctas.core.errors import InvalidInputError, UnsupportedTarg
 from airflow_provider_ctas.core.transaction import TransactionKey
 from tests.support.catalog import database_dir
 from tests.support.dags import DAGS_FOLDER, make_dag, xcom_value
-from tests.support.faults import Trial, check_observations, summarize, wait_for_drivers_to_exit
+from tests.support.faults import (
+    Trial,
+    check_observations,
+    older_try_resumed_beside_newer,
+    summarize,
+    wait_for_drivers_to_exit,
+)
 from tests.support.format_scenarios import (
     FormatProbe,
     kill_mid_write_then_after_publish,
@@ -465,6 +471,26 @@ def test_a_concurrent_write_to_the_same_partition_is_not_overwritten(stack, read
     error = xcom_value("ice_contested", "contested", "ctas_transaction")["details"]["error"]
     assert error["code"] == "PUBLISH_FAILED" and "changed the partitions this try overwrites" in error["message"]
     assert reader.value(f"SELECT count(*) FROM {target}") == 7, "the other writer's rows stay"
+    assert _leftovers(reader, database, target) == []
+
+
+def test_a_create_try_held_inside_its_begin_is_fenced_by_the_next_try_s_staging(
+    stack, reader, on_spark41, database, tmp_path
+):
+    """Try 1 of a create is held inside its begin, before it created its staging table, while its
+    task instance is cleared; try 2 begins (nothing of try 1's to drop), stages and is held before
+    its publish; try 1, resumed, creates and writes its staging, finds try 2's right before its
+    rename and publishes nothing. Then try 2 publishes."""
+    target, dag_id = f"{CATALOG}.{database}.held_create", "ice_held_create"
+    make_dag(dag_id, retries=2, target_table=target, mode="create", sql=TRY_SQL, table_format="iceberg",
+             conf=on_spark41)  # fmt: skip
+    tries = older_try_resumed_beside_newer(dag_id, "held", "before_staging", tmp_path)
+    wait_for_drivers_to_exit(target)
+    assert "after_publish try=1" not in tries.progress, "try 1 published after try 2 began"
+    assert tries.first != "success" and "try 1 must not publish" in tries.first_log, tries.first_log[-3000:]
+    assert tries.second == "success", (tmp_path / "try2.log").read_text(errors="replace")[-3000:]
+    assert reader.rows(f"SELECT DISTINCT written_by_try FROM {target}") == [[2]]
+    assert reader.properties(target)[markers.TRY_NUMBER] == "2"
     assert _leftovers(reader, database, target) == []
 
 

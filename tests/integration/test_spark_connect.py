@@ -379,9 +379,28 @@ def test_the_connect_file_system_lists_and_reads_what_is_there_and_nothing_where
     assert fs.modified_at(str(missing)) == 0.0 and fs.read_text(str(missing)) is None
 
 
-def test_a_flip_s_commit_over_connect_is_eleven_round_trips(connect_spark, spark, database):
+def test_both_file_systems_find_the_marked_directories_a_pattern_names(connect_spark, spark, tmp_path: Path):
+    """What a try lists right before its publish for a newer try's staging: the directories with a
+    hidden entry (a marker, a table's log), not those with data only, nor a name the pattern misses;
+    over Spark Connect in one round trip."""
+    from airflow_provider_ctas.spark.filesystem import ConnectFileSystem, HadoopFileSystem
+
+    classic, over_connect, root = HadoopFileSystem(spark), ConnectFileSystem(connect_spark), tmp_path / "db"
+    over_connect.write_text(f"{root}/s1/_marker", "x")  # a directory of part files, as over Connect
+    for path in ("s2/_delta_log/0.json", "s3/part-0.parquet", "other/_marker"):
+        classic.write_text(f"{root}/{path}", "x")
+    assert classic.marked_names(str(root), "s*") == ["s1", "s2"]
+    assert classic.marked_names(str(tmp_path / "missing"), "s*") == []
+    with round_trips(connect_spark) as sent:
+        assert over_connect.marked_names(str(root), "s*") == ["s1", "s2"]
+    assert len(sent) == 1, sent
+    assert over_connect.marked_names(str(tmp_path / "missing"), "s*") == []
+
+
+def test_a_flip_s_commit_over_connect_is_twelve_round_trips(connect_spark, spark, database):
     """Each is a step of a guarantee (docs/costs.md, "Over Spark Connect"): the table read (its
-    DESCRIBE and properties sent together), the fence, the location an undo would restore, the SET
+    DESCRIBE and properties sent together), the listing of newer tries' staging, the fence, the
+    location an undo would restore, the SET
     LOCATION, the re-check, the provenance (the location again, SET TBLPROPERTIES) beside the
     retention of the replaced version (its marker, its record), and the new version's marker,
     updated from the re-check's read beside that record's write. One more is a regression of issue
@@ -399,7 +418,7 @@ def test_a_flip_s_commit_over_connect_is_eleven_round_trips(connect_spark, spark
     assert details.get("finalize_pending") is None
     assert sorted(kind for _, kind in sent) == sorted(
         ["sql_command"] * 6  # DESCRIBE, SHOW TBLPROPERTIES, DESCRIBE, SET LOCATION, DESCRIBE, SET TBLPROPERTIES
-        + ["project"] * 3  # the staging marker twice (fence, re-check), the replaced one
+        + ["project"] * 4  # newer tries' staging, the staging marker twice (fence, re-check), the replaced one
         + ["write_operation"] * 2  # the replaced version's retention record, the new version's marker
     ), sent
     assert count(spark, target) == 7

@@ -13,7 +13,8 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from tests.support.catalog import count
-from tests.support.processes import find_processes
+from tests.support.dags import DAGS_FOLDER
+from tests.support.processes import find_processes, wait_for_line
 from tests.support.trial_zygote import Zygote
 
 if TYPE_CHECKING:
@@ -178,6 +179,40 @@ class Trial:
 
     def signal_group(self, sig: signal.Signals) -> None:
         os.killpg(self.pid, sig)
+
+
+@dataclass(frozen=True)
+class HeldTries:
+    first: str
+    second: str
+    progress: list[str]
+    """The fault points each try reached, in order (``"<point> try=<n>"``)."""
+    first_log: str
+
+
+def older_try_resumed_beside_newer(dag_id: str, run_id: str, held_at: str, tmp_path: Path) -> HeldTries:
+    """Try 1 is held at ``held_at`` while its task instance is cleared; try 2 runs beside it and is
+    held before its publish; try 1 is released and runs to its end, then try 2."""
+    progress, release1, release2 = tmp_path / "progress", tmp_path / "release1", tmp_path / "release2"
+
+    def trial(n: int, faults: dict[str, Any]) -> Trial:
+        faults = {"progress_file": str(progress), **faults}
+        return Trial(DAGS_FOLDER / f"{dag_id}.py", dag_id, run_id, tmp_path / f"try{n}.log", faults).start()
+
+    try:
+        first = trial(1, {held_at: {"wait_for": str(release1), "only_try": 1},
+                          "after_publish": {"sleep": 0, "only_try": 1}})  # fmt: skip
+        wait_for_line(progress, f"{held_at} try=1", timeout=240)
+        second = trial(2, {"before_publish": {"wait_for": str(release2), "only_try": 2}})
+        wait_for_line(progress, "before_publish try=2", timeout=240)
+        release1.touch()
+        first_state = first.wait()
+    finally:
+        release1.touch()
+        release2.touch()
+    second_state = second.wait()
+    first_log = (tmp_path / "try1.log").read_text(errors="replace")
+    return HeldTries(first_state, second_state, progress.read_text().splitlines(), first_log)
 
 
 def wait_for_path(path: Path, timeout: float) -> None:

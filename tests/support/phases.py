@@ -31,8 +31,10 @@ class QuietReporter:
 
 
 def executor_for(spark: SparkSession, target: str, sql: str, *, faults: dict[str, Any] | None = None,
+                 key: TransactionKey | None = None, try_number: int = 1,
                  **options: Any) -> SessionCatalogExecutor:  # fmt: skip
-    """Try 1 of a new transaction on ``target`` (parquet unless ``options`` say otherwise).
+    """Try ``try_number`` of transaction ``key`` (a new one by default) on ``target`` (parquet unless
+    ``options`` say otherwise).
 
     Given a classic session, the phases run as a classic driver runs them, so this process's
     environment is made a classic driver's first (``driver/app.py`` does the same): an earlier test in
@@ -43,13 +45,13 @@ def executor_for(spark: SparkSession, target: str, sql: str, *, faults: dict[str
         for variable in CONNECT_MODE_VARIABLES:
             os.environ.pop(variable, None)
     txn = create_two_phase_table(
-        key=TransactionKey("in_process_dag", "ctas", f"run_{uuid.uuid4().hex}"),
+        key=key or TransactionKey("in_process_dag", "ctas", f"run_{uuid.uuid4().hex}"),
         conn_id="spark_default",
         target=target,
         **{"table_format": "parquet", **options},
     )
     assert isinstance(txn, SessionCatalogTable)
-    txn.begin(1, "2024-01-01T00:00:00+00:00")
+    txn.begin(try_number, "2024-01-01T00:00:00+00:00")
     request = PhaseRequest(phases=RUN_PHASES, table=txn.to_dict(), sql=sql, faults=faults or {})
     return SessionCatalogExecutor(spark, txn, request, QuietReporter())
 

@@ -7,7 +7,13 @@ import pytest
 
 from airflow_provider_ctas.core import markers
 from airflow_provider_ctas.core.errors import FencedError
-from airflow_provider_ctas.core.requirements import AssertNewestFence, AssertNotSuperseded, AssertOwnStaging, Observed
+from airflow_provider_ctas.core.requirements import (
+    AssertNewestFence,
+    AssertNoNewerStaging,
+    AssertNotSuperseded,
+    AssertOwnStaging,
+    Observed,
+)
 
 TXN = "dag.task.run.-1"
 
@@ -56,3 +62,29 @@ def test_the_newest_fence_needs_this_tries_fence_on_top_and_its_branch() -> None
         requirement.validate(Observed(fences=frozenset({2, 3}), refs=frozenset({"airflow_ctas_2"})))
     with pytest.raises(FencedError, match="try of another run"):
         requirement.validate(Observed(fences=frozenset(), refs=frozenset({"airflow_ctas_2"})))
+
+
+HEX_TXN = "0123456789abcdef01234567"
+"""Reserved names carry a transaction id's first 16 characters, which are hex."""
+
+
+@pytest.mark.parametrize(
+    ("names", "holds"),
+    [
+        ((), True),
+        ((markers.staging_name(HEX_TXN, 1), markers.staging_name(HEX_TXN, 2)), True),  # an older try's leftover
+        ((markers.backup_name(HEX_TXN, 3),), True),  # a backup is not a try's staging
+        ((markers.staging_name("fedcba9876543210", 3),), True),  # another transaction's
+        ((markers.staging_name(HEX_TXN, 2), markers.staging_name(HEX_TXN, 3)), False),
+        ((markers.staging_name(HEX_TXN, 12),), False),  # by number, not by text
+    ],
+)
+def test_a_newer_try_s_staging_fences_an_older_try(names: tuple[str, ...], holds: bool) -> None:
+    requirement = AssertNoNewerStaging(HEX_TXN, 2)
+    observed = Observed(names=frozenset(names))
+    assert requirement.holds(observed) is holds
+    if not holds:
+        with pytest.raises(
+            FencedError, match=r"a newer try of this task instance has begun \(__ctas_.*_s1?[23] exists\); try 2"
+        ):
+            requirement.validate(observed)

@@ -46,6 +46,7 @@ def begin(run: DeltaRun, report: PhaseReport, *, checks: bool) -> DeltaPlan | No
     if plan is None:
         return None
     if plan.staging_created_in_begin(checks):
+        run.fault("before_staging")
         report.touched.append(create_staging(run, plan))
     elif plan.adopted is None and plan.stages:
         report.touched.append(f"nothing yet: {table.staging_table()} is written in prepare")

@@ -54,6 +54,7 @@ def begin(run: IcebergRun, report: PhaseReport, *, holds: bool) -> IcebergPlan |
     run.table.comments.require_columns(f.name for f in schema.fields)
     if existing is None:
         catalog.check_publish_by_rename()
+        run.fault("before_staging")
         plan, touched = _create_staging(run, schema)
     else:
         plan, touched = _stage_existing(run, existing, schema, holds)

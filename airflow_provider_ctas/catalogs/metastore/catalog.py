@@ -106,6 +106,12 @@ class CatalogClient:
             )
         return location
 
+    def staging_directories(self, database: str, txn_id: str) -> frozenset[str]:
+        """The names of ``txn_id``'s staging directories in the database's directory: every try's
+        begin makes one there (a managed staging table's, or a flip's or a partition switch's marked
+        directory, or a Delta table's), so one listing sees every try that has begun."""
+        return frozenset(self.fs.marked_names(self.db_location(database), markers.name_pattern(txn_id)))
+
     def reserved_tables(self, database: str, txn_id: str | None = None) -> list[tuple[markers.ReservedName, TableRef]]:
         """Tables under this provider's reserved names (optionally of one transaction)."""
         rows = self.sql(f"SHOW TABLES IN {quote(database)} LIKE {sql_string_literal(markers.name_pattern(txn_id))}")

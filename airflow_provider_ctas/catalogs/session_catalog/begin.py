@@ -110,6 +110,7 @@ def begin(ctx: RunContext, report: PhaseReport) -> Plan:
             ctx.fault("after_begin")
             return replace(plan, staging_location=candidate.location)
         report.touched += recovery.clean_tries(ctx, up_to=ctx.table.try_number, delete_dirs=False)
+    ctx.fault("before_staging")
     location, touched = _create_staging(ctx, plan, schema, _staging_comments(ctx, plan, schema))
     report.touched.append(touched)
     ctx.progress.reached = Reached.BEGUN

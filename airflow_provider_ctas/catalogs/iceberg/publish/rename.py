@@ -1,5 +1,5 @@
 """A new target: the staging table, stamped with its provenance, is renamed to the target (one
-catalog call, which fails if the target appeared meanwhile)."""
+catalog call, which fails if the target appeared meanwhile), unless a newer try has a staging table."""
 
 from __future__ import annotations
 
@@ -14,6 +14,7 @@ from airflow_provider_ctas.core import markers
 from airflow_provider_ctas.core.errors import FencedError, PublishError, TargetExistsError
 from airflow_provider_ctas.core.modes import Mode
 from airflow_provider_ctas.core.protocol import PhaseReport
+from airflow_provider_ctas.core.requirements import AssertNoNewerStaging, Observed
 from airflow_provider_ctas.spark.errors import first_line
 
 
@@ -38,6 +39,10 @@ def publish_by_rename(run: IcebergRun, staged: Staged, checks: dict[str, str], r
         )
 
     catalog.commit(loaded, stamp)  # carried over by the rename, as the session catalog's markers are
+    # An older try that stalled inside its begin created its staging after a newer try's begin
+    # cleaned up: the newer try's staging table is what fences it.
+    names = frozenset(catalog.table_names(target.database))
+    AssertNoNewerStaging(table.txn_id, table.try_number).validate(Observed(names=names))
     try:
         catalog.rename(staging, target)
     except Exception as exc:

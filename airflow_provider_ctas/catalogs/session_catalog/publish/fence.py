@@ -2,7 +2,9 @@
 
 Checked before a publish (the staging is this try's) and re-checked right after it (a newer try can
 revoke this one in between; the publish is then undone). A newer try revokes a staging table by
-dropping it, and staging that is only a directory by marking its marker revoked.
+dropping it, and staging that is only a directory by marking its marker revoked. What a newer try's
+begin cannot revoke is staging an older try creates after it (the older try stalled inside its own
+begin): before its publish a try also checks that no newer try has staging of its own.
 """
 
 from __future__ import annotations
@@ -10,7 +12,7 @@ from __future__ import annotations
 from airflow_provider_ctas.catalogs.session_catalog.context import RunContext
 from airflow_provider_ctas.core.errors import FencedError
 from airflow_provider_ctas.core.identifiers import TableRef
-from airflow_provider_ctas.core.requirements import AssertOwnStaging, Observed
+from airflow_provider_ctas.core.requirements import AssertNoNewerStaging, AssertOwnStaging, Observed
 
 
 def own_staging(ctx: RunContext) -> AssertOwnStaging:
@@ -30,6 +32,12 @@ def require_own_staging(ctx: RunContext) -> TableRef:
     """This try's staging, still carrying this try's markers."""
     own_staging(ctx).validate(observe_staging(ctx))
     return ctx.staging_table
+
+
+def require_no_newer_try(ctx: RunContext) -> None:
+    """No newer try of this transaction has begun: none has a staging directory beside this try's."""
+    names = ctx.catalog.staging_directories(ctx.table.target.database, ctx.table.txn_id)
+    AssertNoNewerStaging(ctx.table.txn_id, ctx.table.try_number).validate(Observed(names=names))
 
 
 def still_own_staging(ctx: RunContext) -> bool:

@@ -15,7 +15,12 @@ from airflow_provider_ctas.catalogs.provenance import new_table_properties
 from airflow_provider_ctas.catalogs.session_catalog import retention
 from airflow_provider_ctas.catalogs.session_catalog.context import RunContext
 from airflow_provider_ctas.catalogs.session_catalog.plan import Publish, shape_differences
-from airflow_provider_ctas.catalogs.session_catalog.publish.fence import require_own_staging, revoked, still_own_staging
+from airflow_provider_ctas.catalogs.session_catalog.publish.fence import (
+    require_no_newer_try,
+    require_own_staging,
+    revoked,
+    still_own_staging,
+)
 from airflow_provider_ctas.catalogs.session_catalog.publish.request import Publication
 from airflow_provider_ctas.core.errors import PublishError
 from airflow_provider_ctas.core.identifiers import sql_string_literal
@@ -32,6 +37,7 @@ def publish_by_flip(ctx: RunContext, pub: Publication) -> None:
         raise PublishError(f"{target} changed since begin ({'; '.join(problems) or target_info.table_type})")
     old_location, new_location = target_info.location or "", plan.staging_location or ""
     properties = {**new_table_properties(table), **provenance}
+    require_no_newer_try(ctx)
     require_own_staging(ctx)  # after the reads: nothing but the flip between the check and it
     ctx.fault("publish_checked")
     started = time.monotonic()

@@ -11,7 +11,12 @@ from collections.abc import Mapping
 from airflow_provider_ctas.catalogs.session_catalog import retention
 from airflow_provider_ctas.catalogs.session_catalog.context import RunContext
 from airflow_provider_ctas.catalogs.session_catalog.plan import Publish, partition_names, schema_drift
-from airflow_provider_ctas.catalogs.session_catalog.publish.fence import require_own_staging, revoked, still_own_staging
+from airflow_provider_ctas.catalogs.session_catalog.publish.fence import (
+    require_no_newer_try,
+    require_own_staging,
+    revoked,
+    still_own_staging,
+)
 from airflow_provider_ctas.catalogs.session_catalog.publish.request import Publication, applied
 from airflow_provider_ctas.core.errors import FencedError, PublishError
 from airflow_provider_ctas.core.identifiers import TableRef, quote, sql_string_literal
@@ -41,6 +46,7 @@ def publish_partitions(ctx: RunContext, pub: Publication) -> None:
         ctx.catalog.partitions(staging, columns) if pub.staged_partitions is None else pub.staged_partitions
     )
     current = ctx.catalog.partitions(target, columns)
+    require_no_newer_try(ctx)
     require_own_staging(ctx)  # after the reads: nothing but the switch between the check and it
     ctx.fault("publish_checked")
     switched: Switched = []

@@ -1,7 +1,9 @@
 """A new target: ``ALTER TABLE staging RENAME TO target`` (the metastore moves the managed
 directory and renames the table in one call).
 
-Fencing: a newer try's begin drops an older try's staging table, so the older try's rename fails.
+Fencing: a newer try's begin drops an older try's staging table, so the older try's rename fails;
+an older try that created its staging after that begin (it stalled inside its own) finds the newer
+try's staging right before its rename and does not publish.
 With ``durable=True`` the newer try may take the staging table over instead (its markers then name
 the newer try): the staging is checked right before the rename, and a rename that fails because
 the staging is no longer this try's is that fence, never a race lost to another writer."""
@@ -14,7 +16,11 @@ from airflow_provider_ctas.catalogs.existing_target import appeared
 from airflow_provider_ctas.catalogs.metastore import ownership
 from airflow_provider_ctas.catalogs.session_catalog.context import RunContext
 from airflow_provider_ctas.catalogs.session_catalog.plan import Publish, partition_names
-from airflow_provider_ctas.catalogs.session_catalog.publish.fence import require_own_staging, still_own_staging
+from airflow_provider_ctas.catalogs.session_catalog.publish.fence import (
+    require_no_newer_try,
+    require_own_staging,
+    still_own_staging,
+)
 from airflow_provider_ctas.catalogs.session_catalog.publish.request import Publication, applied, renamed_in
 from airflow_provider_ctas.core.errors import FencedError, LeftoverError, PublishError, TargetExistsError
 from airflow_provider_ctas.core.modes import Mode
@@ -35,7 +41,10 @@ def publish_by_rename(ctx: RunContext, pub: Publication) -> None:
             found = ctx.catalog.partitions(staging, list(ctx.table.partition_by))
             partitions = partition_names(ctx.table.partition_by, found)
         ctx.fault("publish_before_rename")
+        require_no_newer_try(ctx)
         ctx.catalog.rename(staging, target)
+    except FencedError:
+        raise
     except Exception as exc:
         if applied(ctx, f"renaming {staging} to {target}", exc, lambda: renamed_in(ctx, staging)):
             _published(ctx, pub, partitions, time.monotonic() - started)

@@ -18,7 +18,7 @@ from airflow_provider_ctas.catalogs.metastore import ownership
 from airflow_provider_ctas.catalogs.metastore.catalog import now_iso
 from airflow_provider_ctas.catalogs.session_catalog.context import RunContext
 from airflow_provider_ctas.catalogs.session_catalog.plan import Publish
-from airflow_provider_ctas.catalogs.session_catalog.publish.fence import require_own_staging
+from airflow_provider_ctas.catalogs.session_catalog.publish.fence import require_no_newer_try, require_own_staging
 from airflow_provider_ctas.catalogs.session_catalog.publish.rename import publish_by_rename
 from airflow_provider_ctas.catalogs.session_catalog.publish.request import Publication, applied, renamed_in
 from airflow_provider_ctas.catalogs.session_catalog.recovery import restore, settle_backup, unset_superseded
@@ -37,6 +37,7 @@ def publish_by_swap(ctx: RunContext, pub: Publication) -> None:
     target, backup = table.target, table.backup_table()
     if not ownership.replaceable(target_info.table_type, target_info.properties):
         raise UnsupportedTargetError(f"{target} became a {target_info.table_type} table; not replacing it")
+    require_no_newer_try(ctx)
     require_own_staging(ctx)
     ctx.catalog.set_properties(staging, provenance)
     ctx.catalog.set_properties(
