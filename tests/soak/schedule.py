@@ -66,6 +66,9 @@ is killed and restarted; its objects are kept, as a real endpoint's are)."""
 
 CLEAR_POINTS = ("after_begin", "after_prepare", "before_publish")
 """Where a cleared try is held while its next try runs: before it published."""
+STALLED_BEGIN = "before_staging"
+"""Inside a try's begin, before it has staging: a newer try's begin has nothing of it to drop or
+revoke, and its publish must find the newer try's staging (README's Limits)."""
 AFTER_COMMIT_POINTS = frozenset({"after_publish"})
 """Points past the publish: a try that dies there has published (README's after-commit window)."""
 
@@ -77,6 +80,14 @@ class Fault:
 
     def __str__(self) -> str:
         return f"{self.kind}@{self.point}" if self.point else self.kind
+
+
+def clear_points(table_format: str, mode: str) -> tuple[str, ...]:
+    """Where a cleared try can be held. ``STALLED_BEGIN`` where every begin of the mode creates its
+    staging there (for Iceberg and Delta only a ``create``: a write into an existing table stages
+    elsewhere), last, so that the points drawn before it was added stay drawn by the same seeds."""
+    stalled = (STALLED_BEGIN,) if table_format == "parquet" or mode == "create" else ()
+    return (*CLEAR_POINTS, *mode_points(table_format, mode), *stalled)
 
 
 def mode_points(table_format: str, mode: str) -> tuple[str, ...]:
@@ -126,7 +137,7 @@ def _fault(rng: random.Random, mode: str, table_format: str, kinds: tuple[str, .
     if kind == "timeout":
         return Fault(kind, rng.choice((*driver_points, TASK_POINT)))
     if kind == "clear":
-        return Fault(kind, rng.choice((*CLEAR_POINTS, *mode_points(table_format, mode))))
+        return Fault(kind, rng.choice(clear_points(table_format, mode)))
     return Fault(kind, rng.choice((*driver_points, TASK_POINT, MID_WRITE)))
 
 
