@@ -136,3 +136,9 @@ class PhaseExecutor(ReportsProgress, ABC, Generic[T, P]):
     def abort(self, report: PhaseReport) -> None: ...
     @abstractmethod
     def clean_up_this_try(self) -> list[str]: ...
+
+    def clean_up_after_publish(self) -> list[str]:
+        """After a failure that followed this try's publish (the publish stands): what the publish
+        would have removed of older tries next. Only the session catalog defers any (older tries'
+        staging directories, deleted once a newer try has published); never raises."""
+        return []

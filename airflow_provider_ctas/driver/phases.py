@@ -142,7 +142,13 @@ def _after_failure(
     spark: SparkSession,
 ) -> bool:
     """Clean up this try's staging in the driver (True when done), unless it was published, this
-    was the abort itself, or it stays for the next try."""
+    was the abort itself, or it stays for the next try. Published: what the publish would have
+    removed of older tries next (their deferred staging directories), so a task that Airflow then
+    records as successful leaves none of it for garbage collection (the chaos soak's seed 1167869720)."""
+    if phase == "commit" and executor.published:
+        touched = executor.clean_up_after_publish()
+        log.info(f"commit: published before it failed; touched: {'; '.join(touched) or 'nothing'}")
+        return False
     if _kept_for_next_try(phase, result, link, executor):
         log.warning("commit: the task is lost; the prepared staging stays for the next try (durable=True)")
         return False

@@ -12,8 +12,10 @@ from tests.soak.schedule import (
     MID_WRITE,
     MODES,
     S3_KINDS,
+    STALLED_BEGIN,
     TABLE_FORMATS,
     TASK_POINT,
+    clear_points,
     formats_from,
     mode_points,
     run_seeds,
@@ -34,9 +36,12 @@ def test_every_fault_is_drawn_and_lands_where_its_mode_reaches():
     assert {s.mode for s in schedules} == set(MODES)
     assert {f.kind for s in schedules for f in s.faults} == set(KINDS)
     assert {s.durable for s in schedules} == {True, False}
+    stalled = {s.mode for s in schedules for f in s.faults if f.point == STALLED_BEGIN}
+    assert stalled == set(MODES), "a try held inside its begin, in every mode"
     for schedule in schedules:
         reachable = {*DRIVER_POINTS, *mode_points("parquet", schedule.mode), TASK_POINT, MID_WRITE, ""}
-        assert {f.point for f in schedule.faults} <= reachable, schedule
+        assert {f.point for f in schedule.faults if f.kind != "clear"} <= reachable, schedule
+        assert {f.point for f in schedule.faults if f.kind == "clear"} <= set(clear_points("parquet", schedule.mode))
         assert schedule.slow == any(f.point == MID_WRITE for f in schedule.faults)
         assert all(f.kind != "clear" for f in schedule.faults[:-1]), "a clear's next try is the run's last"
         assert str(schedule).startswith(f"seed {schedule.seed}: {schedule.mode}")
@@ -51,7 +56,10 @@ def test_a_soak_of_several_formats_draws_each_and_keeps_a_seed_s_file_format_run
             continue
         assert schedule.mode in FORMAT_MODES, "no swap: a format's replace is one commit"
         reachable = {*DRIVER_POINTS, *mode_points(schedule.table_format, schedule.mode), TASK_POINT, MID_WRITE, ""}
-        assert {f.point for f in schedule.faults} <= reachable, schedule
+        assert {f.point for f in schedule.faults if f.kind != "clear"} <= reachable, schedule
+        clears = {f.point for f in schedule.faults if f.kind == "clear"}
+        assert clears <= set(clear_points(schedule.table_format, schedule.mode)), schedule
+        assert schedule.mode == "create" or STALLED_BEGIN not in clears, "an existing table stages elsewhere"
         assert str(schedule).startswith(f"seed {schedule.seed}: {schedule.table_format} {schedule.mode}")
     assert {f.kind for s in schedules if s.table_format == "iceberg" for f in s.faults} == set(KINDS)
     for iceberg in ("iceberg", "iceberg-rest"):  # the fence's check, right before the commit, on either catalog

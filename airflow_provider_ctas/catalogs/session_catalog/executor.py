@@ -214,6 +214,9 @@ class SessionCatalogExecutor(PhaseExecutor[SessionCatalogTable, Plan]):
                 ctx.after_publish("remove the prepared record", lambda: ctx.catalog.fs.delete(record))
             report.touched += recovery.finish_cleanup(ctx)
 
+    def clean_up_after_publish(self) -> list[str]:
+        return recovery.finish_cleanup(self.ctx)
+
     def keep_for_next_try(self, digest: str) -> str:
         """Durable tries: the record that lets the next try adopt this staging if this task is lost."""
         return adoption.keep_for_next_try(
