@@ -87,10 +87,8 @@ def parse_reserved_name(name: str) -> ReservedName | None:
 
 
 def newer_staging(names: Iterable[str], txn_id: str, try_number: int) -> list[str]:
-    """The staging tables among ``names`` of tries of ``txn_id`` after ``try_number``: a newer try
-    that has begun in the catalog. A try checks right before its rename publishes a new table, so
-    that an older try which created its staging only after the newer try's begin had cleaned up
-    (it stalled inside its own begin) does not publish over the newer one."""
+    """The staging names (tables or directories) among ``names`` of tries of ``txn_id`` after
+    ``try_number``: a newer try that has begun in the catalog."""
     found = []
     for name in names:
         parsed = parse_reserved_name(name)

@@ -33,7 +33,7 @@ class Observed:
     refs: frozenset[str] = frozenset()
     """The table's branches and tags (Iceberg)."""
     names: frozenset[str] = frozenset()
-    """The reserved table names of the target's database (or namespace)."""
+    """The transaction's staging names found beside the target: directories, or an Iceberg namespace's tables."""
 
 
 class Requirement(ABC):
@@ -81,7 +81,7 @@ class AssertNoNewerStaging(Requirement):
     """No newer try of this transaction has created its staging table. A newer try's begin drops
     the staging an older try has; an older try that creates its staging only after that (it stalled
     inside its own begin, while its query was analysed) is fenced by this check instead, right
-    before its rename publishes a new table."""
+    before its publish."""
 
     txn_id: str
     try_number: int

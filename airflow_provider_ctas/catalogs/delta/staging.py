@@ -13,7 +13,7 @@ from airflow_provider_ctas.catalogs.provenance import new_table_properties
 from airflow_provider_ctas.catalogs.write_observation import WriteObservation
 from airflow_provider_ctas.core.errors import PublishError
 from airflow_provider_ctas.core.identifiers import TableRef
-from airflow_provider_ctas.core.requirements import AssertNoNewerStaging, AssertOwnStaging, Observed
+from airflow_provider_ctas.core.requirements import AssertOwnStaging, Observed
 from airflow_provider_ctas.spark.ddl import create_table_sql
 
 
@@ -60,15 +60,6 @@ def require_own_staging(run: DeltaRun, plan: DeltaPlan) -> None:
     staging, table = staging_of(run, plan), run.table
     observed = Observed(properties=run.catalog.properties(staging))
     AssertOwnStaging(table.txn_id, table.try_number, str(staging)).validate(observed)
-
-
-def require_no_newer_try(run: DeltaRun) -> None:
-    """No newer try of this transaction has created its staging table (whose directory is in the
-    database's): one that stalled inside its begin creates its own only after a newer try's begin
-    has cleaned up, so it checks this right before its rename."""
-    table = run.table
-    names = run.catalog.staging_directories(table.target.database, table.txn_id)
-    AssertNoNewerStaging(table.txn_id, table.try_number).validate(Observed(names=names))
 
 
 def drop_staging(run: DeltaRun, up_to: int, first: int = 1) -> list[str]:

@@ -15,6 +15,7 @@ from typing import TYPE_CHECKING
 from airflow_provider_ctas.core import markers
 from airflow_provider_ctas.core.errors import DatabaseNotFoundError, UnsupportedTargetError
 from airflow_provider_ctas.core.identifiers import TableRef, quote, sql_string_literal
+from airflow_provider_ctas.core.requirements import AssertNoNewerStaging, Observed
 from airflow_provider_ctas.spark.catalog_entry import METASTORE_PROVIDERS, CatalogEntry
 from airflow_provider_ctas.spark.engine import engine_for, is_connect
 from airflow_provider_ctas.spark.statements import statement_rows
@@ -106,11 +107,13 @@ class CatalogClient:
             )
         return location
 
-    def staging_directories(self, database: str, txn_id: str) -> frozenset[str]:
-        """The names of ``txn_id``'s staging directories in the database's directory: every try's
-        begin makes one there (a managed staging table's, or a flip's or a partition switch's marked
-        directory, or a Delta table's), so one listing sees every try that has begun."""
-        return frozenset(self.fs.marked_names(self.db_location(database), markers.name_pattern(txn_id)))
+    def require_no_newer_try(self, database: str, txn_id: str, try_number: int) -> None:
+        """Fails ``FENCED`` when a newer try of ``txn_id`` has a staging directory in the database's
+        directory: every try's begin makes one there (a managed staging table's, a flip's or a
+        partition switch's marked directory, a Delta table's), so one listing sees every try that
+        has begun."""
+        names = frozenset(self.fs.marked_names(self.db_location(database), markers.name_pattern(txn_id)))
+        AssertNoNewerStaging(txn_id, try_number).validate(Observed(names=names))
 
     def reserved_tables(self, database: str, txn_id: str | None = None) -> list[tuple[markers.ReservedName, TableRef]]:
         """Tables under this provider's reserved names (optionally of one transaction)."""

@@ -9,12 +9,7 @@ from airflow_provider_ctas.catalogs.delta.begin import in_place
 from airflow_provider_ctas.catalogs.delta.plan import DeltaPlan, Publish
 from airflow_provider_ctas.catalogs.delta.publish.in_place import publish_in_place
 from airflow_provider_ctas.catalogs.delta.run import DeltaRun
-from airflow_provider_ctas.catalogs.delta.staging import (
-    drop_staging,
-    require_no_newer_try,
-    require_own_staging,
-    staging_of,
-)
+from airflow_provider_ctas.catalogs.delta.staging import drop_staging, require_own_staging, staging_of
 from airflow_provider_ctas.catalogs.existing_target import after_lost_race, appeared
 from airflow_provider_ctas.core import markers
 from airflow_provider_ctas.core.errors import FencedError, PublishError
@@ -31,7 +26,8 @@ def publish_by_rename(run: DeltaRun, plan: DeltaPlan, checks: dict[str, str], re
         with run.user_metadata():
             value = sql_string_literal(checks[markers.CHECKS])
             run.spark.sql(f"ALTER TABLE {staging.quoted} SET TBLPROPERTIES ('{markers.CHECKS}' = {value})")
-    require_no_newer_try(run)
+    # A try stalled inside its begin made its staging after the newer try's begin cleaned up.
+    run.catalog.require_no_newer_try(target.database, table.txn_id, table.try_number)
     try:
         run.catalog.rename(staging, target)
     except Exception as exc:

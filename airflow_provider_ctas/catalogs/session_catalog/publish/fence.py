@@ -12,7 +12,7 @@ from __future__ import annotations
 from airflow_provider_ctas.catalogs.session_catalog.context import RunContext
 from airflow_provider_ctas.core.errors import FencedError
 from airflow_provider_ctas.core.identifiers import TableRef
-from airflow_provider_ctas.core.requirements import AssertNoNewerStaging, AssertOwnStaging, Observed
+from airflow_provider_ctas.core.requirements import AssertOwnStaging, Observed
 
 
 def own_staging(ctx: RunContext) -> AssertOwnStaging:
@@ -36,8 +36,7 @@ def require_own_staging(ctx: RunContext) -> TableRef:
 
 def require_no_newer_try(ctx: RunContext) -> None:
     """No newer try of this transaction has begun: none has a staging directory beside this try's."""
-    names = ctx.catalog.staging_directories(ctx.table.target.database, ctx.table.txn_id)
-    AssertNoNewerStaging(ctx.table.txn_id, ctx.table.try_number).validate(Observed(names=names))
+    ctx.catalog.require_no_newer_try(ctx.table.target.database, ctx.table.txn_id, ctx.table.try_number)
 
 
 def still_own_staging(ctx: RunContext) -> bool:
