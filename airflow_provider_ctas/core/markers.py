@@ -10,6 +10,7 @@ provenance (who published this table, from which run and try, when).
 
 from __future__ import annotations
 
+import hashlib
 import json
 import re
 from collections.abc import Iterable, Mapping
@@ -40,9 +41,9 @@ SUPERSEDED_KEYS = (SUPERSEDED_BY, SUPERSEDED_TARGET, SUPERSEDED_AT)
 MARKER_FILE = "_airflow_ctas.json"
 SUPERSEDED_FILE = "_airflow_ctas_superseded.json"
 
-Role = Literal["staging", "backup"]
-_ROLE_CODES: dict[str, Role] = {"s": "staging", "b": "backup"}
-_RESERVED = re.compile(rf"{RESERVED_PREFIX}([0-9a-f]{{16}})_([sb])([0-9]+)")
+Role = Literal["staging", "backup", "claim"]
+_ROLE_CODES: dict[str, Role] = {"s": "staging", "b": "backup", "c": "claim"}
+_RESERVED = re.compile(rf"{RESERVED_PREFIX}([0-9a-f]{{16}})_([sbc])([0-9]+)")
 
 
 def parse_time(text: str | None) -> datetime | None:
@@ -65,6 +66,20 @@ def staging_name(txn_id: str, try_number: int) -> str:
 
 def backup_name(txn_id: str, try_number: int) -> str:
     return f"{RESERVED_PREFIX}{txn_tag(txn_id)}_b{try_number}"
+
+
+def claim_name(target: str) -> str:
+    """The name a rename into ``target`` (qualified, as its marker has it) is claimed under while it
+    runs: derived from the target, so every creator of it contends for the same one (the tag is not
+    a transaction's)."""
+    return f"{RESERVED_PREFIX}{hashlib.sha256(target.lower().encode()).hexdigest()[:16]}_c0"
+
+
+def is_claim(properties: Mapping[str, str], name: str) -> bool:
+    """Whether the view ``name`` is this provider's claim: its markers name a target it is the claim
+    name of."""
+    target = properties.get(TARGET)
+    return bool(target and properties.get(TXN_ID) and claim_name(target) == name.lower())
 
 
 def name_pattern(txn_id: str | None = None) -> str:

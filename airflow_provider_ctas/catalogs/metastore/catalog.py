@@ -7,7 +7,7 @@ passes values as string literals.
 from __future__ import annotations
 
 import dataclasses
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from datetime import UTC, datetime
 from typing import TYPE_CHECKING
@@ -190,3 +190,14 @@ class CatalogClient:
 
     def drop(self, ref: TableRef) -> None:
         self.engine.drop(ref)
+
+    def create_view(self, ref: TableRef, comment: str, properties: Mapping[str, str]) -> None:
+        """A view of one constant row; fails if the name is taken (the metastore creates a name once)."""
+        pairs = ", ".join(f"{sql_string_literal(k)} = {sql_string_literal(v)}" for k, v in properties.items())
+        self.sql(
+            f"CREATE VIEW {ref.quoted} COMMENT {sql_string_literal(comment)} TBLPROPERTIES ({pairs}) AS SELECT 1 AS one"
+        )
+
+    def drop_view(self, ref: TableRef) -> None:
+        """Only a view: ``drop`` refuses one, so that a table call never removes a user's view."""
+        self.sql(f"DROP VIEW IF EXISTS {ref.quoted}")

@@ -14,7 +14,8 @@ from typing import TYPE_CHECKING, Any
 
 from airflow_provider_ctas.catalogs.gc_ledger import GcLedger, GcParams
 from airflow_provider_ctas.catalogs.metastore import ownership
-from airflow_provider_ctas.catalogs.metastore.catalog import CatalogClient, TableInfo
+from airflow_provider_ctas.catalogs.metastore.catalog import CatalogClient, TableInfo, now_iso
+from airflow_provider_ctas.catalogs.metastore.name_claim import name_claimed
 from airflow_provider_ctas.catalogs.session_catalog.plan import on_object_store
 from airflow_provider_ctas.core import markers
 from airflow_provider_ctas.core.durable import RECORD_FILE, PreparedRecord
@@ -37,6 +38,7 @@ class SessionCatalogGc:
         self.catalog = CatalogClient(spark)
         self.params = params
         self.ledger = GcLedger(params, log)
+        self.log = log
         self._readers: dict[str, dict[str, list[str]]] = {}
 
     def run(self) -> dict[str, Any]:
@@ -71,6 +73,9 @@ class SessionCatalogGc:
         if parsed.role == "backup":
             self._backup(info)
             return
+        if parsed.role == "claim":
+            self._claim(info)
+            return
         adopted_by = self._adopted_by(info, parsed) if markers.marker_try(props) != parsed.try_number else None
         if not ownership.is_staging_named(props, parsed, adopted_by):
             self.ledger.note("kept", what, "reserved name without this provider's markers")
@@ -87,6 +92,21 @@ class SessionCatalogGc:
             self.catalog.drop(info.ref)
         kind = "metadata only" if info.table_type == "EXTERNAL" else "with its data"
         self.ledger.note("removed", what, f"orphan staging table ({kind})", txn_id=txn_id, task=task)
+
+    def _claim(self, info: TableInfo) -> None:
+        """A claim on a target's name, left by a task killed while it renamed into it."""
+        what, props = info.ref.qualified, info.properties
+        if info.table_type != "VIEW" or not markers.is_claim(props, info.ref.table):
+            self.ledger.note("kept", what, "reserved name without this provider's markers")
+            return
+        txn_id = props[markers.TXN_ID]
+        task = markers.task_of(props)
+        if self.ledger.blocked(what, txn_id, props.get(markers.CREATED_AT), task):
+            return
+        if not self.params.dry_run:
+            self.catalog.drop_view(info.ref)
+        self.ledger.note("removed", what, f"a claim on {props[markers.TARGET]}'s name left by a killed rename",
+                         txn_id=txn_id, task=task)  # fmt: skip
 
     def _adopted_by(self, info: TableInfo, parsed: markers.ReservedName) -> int | None:
         """The later try that took this staging over (durable tries), as its prepared record says."""
@@ -111,7 +131,10 @@ class SessionCatalogGc:
         current = self.catalog.table_info(target)
         if current is None:
             if not self.params.dry_run:
-                self.catalog.rename_in_place(info, target)
+                gc_markers = {markers.TXN_ID: txn_id, markers.TRY_NUMBER: "0", markers.TARGET: target.qualified,
+                              markers.CREATED_AT: now_iso()}  # fmt: skip
+                with name_claimed(self.catalog, target, gc_markers, self.log):  # may move its directory back
+                    self.catalog.rename_in_place(info, target)
             self.ledger.note("restored", what, f"renamed back to {target}: an interrupted swap had moved it aside")
         elif current.properties.get(markers.TXN_ID) == txn_id and ownership.created_by_provider(props):
             if not self.params.dry_run:

@@ -11,6 +11,8 @@ from collections.abc import Iterator
 
 from airflow_provider_ctas.catalogs.metastore import ownership
 from airflow_provider_ctas.catalogs.metastore.catalog import TableInfo
+from airflow_provider_ctas.catalogs.metastore.name_claim import name_claimed
+from airflow_provider_ctas.catalogs.provenance import try_markers
 from airflow_provider_ctas.catalogs.session_catalog import retention
 from airflow_provider_ctas.catalogs.session_catalog.context import RunContext
 from airflow_provider_ctas.core import markers
@@ -127,7 +129,8 @@ def _partitions_elsewhere(ctx: RunContext, table: TableRef, info: TableInfo) -> 
 def restore(ctx: RunContext, backup: TableInfo | None, target: TableRef) -> None:
     if backup is None:
         raise PublishError(f"the previous version of {target} is not where this transaction moved it")
-    ctx.catalog.rename_in_place(backup, target)
+    with name_claimed(ctx.catalog, target, try_markers(ctx.table), ctx.log):  # may move its directory back
+        ctx.catalog.rename_in_place(backup, target)
     unset_superseded(ctx, target)
     ctx.log.info(f"restored the previous version: {backup.ref} -> {target}")
 

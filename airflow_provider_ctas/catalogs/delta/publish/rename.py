@@ -1,6 +1,7 @@
 """A new target: the checked staging table is renamed to it (one metastore call, which fails if the
-target appeared). In ``overwrite_partitions``, a target another task instance created meanwhile
-has this try's partitions written into it, from the staging table, as an existing target would."""
+target appeared), under the claim on the target's name (``metastore/name_claim.py``). In
+``overwrite_partitions``, a target another task instance created meanwhile has this try's
+partitions written into it, from the staging table, as an existing target would."""
 
 from __future__ import annotations
 
@@ -11,6 +12,8 @@ from airflow_provider_ctas.catalogs.delta.publish.in_place import publish_in_pla
 from airflow_provider_ctas.catalogs.delta.run import DeltaRun
 from airflow_provider_ctas.catalogs.delta.staging import drop_staging, require_own_staging, staging_of
 from airflow_provider_ctas.catalogs.existing_target import after_lost_race, appeared
+from airflow_provider_ctas.catalogs.metastore.name_claim import name_claimed
+from airflow_provider_ctas.catalogs.provenance import try_markers
 from airflow_provider_ctas.core import markers
 from airflow_provider_ctas.core.errors import FencedError, PublishError
 from airflow_provider_ctas.core.identifiers import sql_string_literal
@@ -26,10 +29,14 @@ def publish_by_rename(run: DeltaRun, plan: DeltaPlan, checks: dict[str, str], re
         with run.user_metadata():
             value = sql_string_literal(checks[markers.CHECKS])
             run.spark.sql(f"ALTER TABLE {staging.quoted} SET TBLPROPERTIES ('{markers.CHECKS}' = {value})")
-    # A try stalled inside its begin made its staging after the newer try's begin cleaned up.
-    run.catalog.require_no_newer_try(target.database, table.txn_id, table.try_number)
     try:
-        run.catalog.rename(staging, target)
+        # The metastore moves the staging's directory: no other creator's rename may overlap.
+        with name_claimed(run.catalog, target, try_markers(table), run.log):
+            # A try stalled inside its begin made its staging after the newer try's begin cleaned up.
+            run.catalog.require_no_newer_try(target.database, table.txn_id, table.try_number)
+            run.catalog.rename(staging, target)
+    except FencedError:
+        raise
     except Exception as exc:
         current = appeared(lambda: run.catalog.table_info(target))
         if current is None:

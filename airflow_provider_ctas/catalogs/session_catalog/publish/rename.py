@@ -1,5 +1,6 @@
 """A new target: ``ALTER TABLE staging RENAME TO target`` (the metastore moves the managed
-directory and renames the table in one call).
+directory and renames the table in one call), under the claim on the target's name that keeps two
+creators' renames from overlapping (``metastore/name_claim.py``).
 
 Fencing: a newer try's begin drops an older try's staging table, so the older try's rename fails;
 an older try that created its staging after that begin (it stalled inside its own) finds the newer
@@ -11,9 +12,12 @@ the staging is no longer this try's is that fence, never a race lost to another 
 from __future__ import annotations
 
 import time
+from contextlib import AbstractContextManager, nullcontext
 
 from airflow_provider_ctas.catalogs.existing_target import appeared
 from airflow_provider_ctas.catalogs.metastore import ownership
+from airflow_provider_ctas.catalogs.metastore.name_claim import name_claimed
+from airflow_provider_ctas.catalogs.provenance import try_markers
 from airflow_provider_ctas.catalogs.session_catalog.context import RunContext
 from airflow_provider_ctas.catalogs.session_catalog.plan import Publish, partition_names
 from airflow_provider_ctas.catalogs.session_catalog.publish.fence import (
@@ -40,9 +44,10 @@ def publish_by_rename(ctx: RunContext, pub: Publication) -> None:
         if ctx.table.mode is Mode.OVERWRITE_PARTITIONS:  # its first run: all the new table has
             found = ctx.catalog.partitions(staging, list(ctx.table.partition_by))
             partitions = partition_names(ctx.table.partition_by, found)
-        ctx.fault("publish_before_rename")
-        require_no_newer_try(ctx)
-        ctx.catalog.rename(staging, target)
+        with _name_claimed(ctx, pub):
+            ctx.fault("publish_before_rename")
+            require_no_newer_try(ctx)
+            ctx.catalog.rename(staging, target)
     except FencedError:
         raise
     except Exception as exc:
@@ -66,6 +71,14 @@ def publish_by_rename(ctx: RunContext, pub: Publication) -> None:
                 ) from exc
         raise PublishError(f"could not rename {staging} to {target}: {first_line(exc)}") from exc
     _published(ctx, pub, partitions, time.monotonic() - started)
+
+
+def _name_claimed(ctx: RunContext, pub: Publication) -> AbstractContextManager[None]:
+    """The metastore moves a managed staging table's directory: renames into one name must not
+    overlap (``name_claim``). An external one's rename is metadata only."""
+    if pub.plan.external_staging:
+        return nullcontext()
+    return name_claimed(ctx.catalog, ctx.table.target, try_markers(ctx.table), ctx.log)
 
 
 def _published(ctx: RunContext, pub: Publication, partitions: list[str], seconds: float) -> None:
