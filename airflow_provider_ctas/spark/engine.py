@@ -208,9 +208,28 @@ class ClassicEngine:
         metadata = raw_metadata(self.spark, ref)
         if metadata is None:
             return None
-        if serves_fully(metadata):
+        if serves_fully(metadata) or _is_view(metadata):
             return properties_of(self.spark, metadata)
         return properties_by_sql(self.spark, ref)
+
+    def create_view(self, ref: TableRef, comment: str, properties: Mapping[str, str]) -> None:
+        """A view of one constant row as one catalog call, without ``CREATE VIEW``'s analysis: that
+        statement and its ``DROP VIEW`` cost a fresh driver about 0.4 s more (measured). Fails when
+        the name is taken, also when a concurrent call took it (the metastore creates a name once)."""
+        definition = _view_definition(self.spark, ref, comment, properties)
+        if definition is None:
+            _create_view_by_sql(self.spark, ref, comment, properties)
+            return
+        self._external().createTable(definition, False)
+
+    def drop_view(self, ref: TableRef) -> None:
+        """One catalog call; refuses a table (a view's name never drops a table)."""
+        before = raw_metadata(self.spark, ref)
+        if before is None:
+            return
+        if not _is_view(before):
+            raise ValueError(f"{ref} is not a view; not dropped")
+        self._external().dropTable(ref.database, ref.table, True, False)
 
     def partitions(self, ref: TableRef, columns: list[str]) -> dict[tuple[str, ...], str]:
         """One metastore call; Spark SQL has no statement that lists partition locations."""
@@ -463,6 +482,12 @@ class ConnectEngine:
     def table_properties(self, ref: TableRef) -> dict[str, str] | None:
         return properties_by_sql(self.spark, ref)
 
+    def create_view(self, ref: TableRef, comment: str, properties: Mapping[str, str]) -> None:
+        _create_view_by_sql(self.spark, ref, comment, properties)
+
+    def drop_view(self, ref: TableRef) -> None:
+        self.spark.sql(f"DROP VIEW IF EXISTS {ref.quoted}")
+
     def partitions(self, ref: TableRef, columns: list[str]) -> dict[tuple[str, ...], str]:
         """``SHOW PARTITIONS``, then one ``DESCRIBE ... PARTITION`` per partition for its location."""
         found: dict[tuple[str, ...], str] = {}
@@ -576,6 +601,57 @@ def _input_order(entry: dict[str, str]) -> tuple[int, list[tuple[str, str]]]:
 def _set_properties_by_sql(spark: SparkSession, ref: TableRef, properties: Mapping[str, str]) -> None:
     assignments = ", ".join(f"{sql_string_literal(k)}={sql_string_literal(v)}" for k, v in properties.items())
     spark.sql(f"ALTER TABLE {ref.quoted} SET TBLPROPERTIES ({assignments})")
+
+
+def _create_view_by_sql(spark: SparkSession, ref: TableRef, comment: str, properties: Mapping[str, str]) -> None:
+    pairs = ", ".join(f"{sql_string_literal(k)} = {sql_string_literal(v)}" for k, v in properties.items())
+    spark.sql(
+        f"CREATE VIEW {ref.quoted} COMMENT {sql_string_literal(comment)} TBLPROPERTIES ({pairs}) AS {_VIEW_QUERY}"
+    )
+
+
+_VIEW_QUERY = "SELECT 1 AS one"
+_VIEW_SCHEMA = '{"type":"struct","fields":[{"name":"one","type":"integer","nullable":false,"metadata":{}}]}'
+_SCALA_MAP, _SCALA_OPTION = "scala.collection.immutable.Map", "scala.Option"
+
+
+def _is_view(metadata: Any) -> bool:
+    return str(metadata.tableType().name()).upper() == "VIEW"
+
+
+def _view_definition(spark: SparkSession, ref: TableRef, comment: str, properties: Mapping[str, str]) -> Any | None:
+    """A JVM ``CatalogTable`` of a view of ``SELECT 1 AS one``, built by ``CatalogTable.apply`` with
+    its default arguments but for the identifier, type, storage and schema (its first four) and the
+    properties, view text and comment (its 12th, 14th and 15th, where Spark 3.5 to 4.3 have them; a
+    field added since came after). None where the signature is not that: the caller runs the SQL."""
+    jvm: Any = spark._jvm
+    methods = jvm.java.lang.Class.forName("org.apache.spark.sql.catalyst.catalog.CatalogTable").getMethods()
+    applies = [m for m in methods if m.getName() == "apply"]
+    if not applies:
+        return None
+    widest = max(applies, key=lambda m: m.getParameterCount())
+    types = [t.getName() for t in widest.getParameterTypes()]
+    if len(types) < 15 or (types[11], types[13], types[14]) != (_SCALA_MAP, _SCALA_OPTION, _SCALA_OPTION):
+        return None
+    catalog = jvm.org.apache.spark.sql.catalyst.catalog
+    companion = catalog.CatalogTable
+    try:
+        args = [getattr(companion, f"apply$default${i + 1}")() for i in range(4, len(types))]
+    except Exception:  # noqa: BLE001 - no defaults to build it from: the statement then
+        return None
+    merged = jvm.java.util.HashMap()
+    for key, value in properties.items():
+        merged.put(key, value)
+    args = [
+        jvm.org.apache.spark.sql.catalyst.TableIdentifier(ref.table, jvm.scala.Some(ref.database)),
+        catalog.CatalogTableType.VIEW(),
+        catalog.CatalogStorageFormat.empty(),
+        jvm.org.apache.spark.sql.types.DataType.fromJson(_VIEW_SCHEMA),
+        *args,
+    ]
+    args[11] = jvm.org.apache.spark.api.python.PythonUtils.toScalaMap(merged)
+    args[13], args[14] = jvm.scala.Some(_VIEW_QUERY), jvm.scala.Some(comment)
+    return companion.apply(*args)
 
 
 def _drop_by_sql(spark: SparkSession, ref: TableRef) -> None:

@@ -407,10 +407,17 @@ def test_two_creators_race_and_exactly_one_publishes(stack, spark, reader, on_sp
 def test_a_backfill_s_first_dates_race_to_create_and_both_publish(stack, spark, reader, on_spark41, database, tmp_path):
     """overwrite_partitions of two task instances on a missing table, both at their publish at once:
     one creates the table, the other overwrites its partition in it instead of failing, with the rows
-    its checks passed on (its staging table's, written into the table before the staging is dropped)."""
+    its checks passed on (its staging table's, written into the table before the staging is dropped).
+    Their renames into the name take turns: writer 1, held inside its claim on the name, has writer 2
+    wait rather than rename beside it (two overlapping renames once left the created table without
+    its directory: ``DELTA_PATH_DOES_NOT_EXIST``)."""
     target = f"{database}.first_use"
+
+    def while_claimed() -> None:
+        assert not reader.exists(target), "writer 2 renamed into the name writer 1 holds"
+
     states = race_two_creators(_probe(spark, reader, database), target, on_spark41, tmp_path, name="first_use",
-                               mode="overwrite_partitions", partition_by=["writer"],
+                               while_claimed=while_claimed, mode="overwrite_partitions", partition_by=["writer"],
                                checks=[{"type": "not_null", "columns": ["id"]}])  # fmt: skip
     assert states == {1: "success", 2: "success"}
     assert reader.rows(f"SELECT writer, count(*) FROM {target} GROUP BY writer ORDER BY writer") == [[1, 100], [2, 200]]

@@ -436,7 +436,7 @@ def test_backfill_dates_race_to_create_and_to_publish_and_all_land(stack, reader
     second to publish finds main moved and re-applies its partition on it, without a retry."""
     target = f"{CATALOG}.{database}.first_use"
     probe = _probe(reader, database, target)
-    race = {"mode": "overwrite_partitions", "partition_by": ["writer"]}
+    race: dict[str, Any] = {"mode": "overwrite_partitions", "partition_by": ["writer"]}
     (tmp_path / "created").mkdir()
     (tmp_path / "moved").mkdir()
     states = race_two_creators(probe, target, on_spark41, tmp_path / "created", name="first_use", **race)

@@ -107,11 +107,16 @@ def kill_mid_write_then_after_publish(
 
 
 def race_two_creators(
-    probe: FormatProbe, target: str, conf: dict[str, str], tmp_path: Path, name: str = "race", **dag: Any
-) -> dict[int, str]:
+    probe: FormatProbe, target: str, conf: dict[str, str], tmp_path: Path, name: str = "race",
+    while_claimed: Callable[[], None] | None = None, **dag: Any,
+) -> dict[int, str]:  # fmt: skip
     """Two task instances (writer 1: 100 rows, writer 2: 200, column ``writer``) create ``target``;
-    both wait at their publish for the same release. Returns each writer's task state."""
-    release, progress = tmp_path / "release", tmp_path / "progress"
+    both wait at their publish for the same release. With ``while_claimed``, writer 1 goes first and
+    is held inside its claim on the name, right before its rename; writer 2 is then released, and
+    ``while_claimed()`` runs once writer 2 has reached its own rename (and waits for the claim) or
+    ended; then writer 1 goes on. Returns each
+    writer's task state."""
+    release, progress, claimed = tmp_path / "release", tmp_path / "progress", tmp_path / "claimed"
     trials = {}
     try:
         # Started one after the other (two task processes registering DAGs at once collide in
@@ -120,12 +125,27 @@ def race_two_creators(
             dag_id = f"{probe.table_format}_{name}_{n}"
             make_dag(dag_id, target_table=target, sql=f"SELECT id, {n} AS writer FROM range({n * 100})",
                      table_format=probe.table_format, conf=conf, **dag)  # fmt: skip
-            faults = {"progress_file": str(progress), "before_publish": {"wait_for": str(release)}}
+            # With while_claimed writer 2 goes on only once writer 1 holds its claim.
+            go = release if while_claimed is None or n == 1 else claimed.with_suffix(".taken")
+            faults: dict[str, Any] = {"progress_file": str(progress), "before_publish": {"wait_for": str(go)}}
+            if while_claimed is not None and n == 1:
+                faults["publish_before_rename"] = {"wait_for": str(claimed)}
             log = tmp_path / f"writer{n}.log"
             trials[n] = Trial(DAGS_FOLDER / f"{dag_id}.py", dag_id, "race", log, faults).start()
             wait_for_line(progress, "before_publish try=1", timeout=240, count=n)
     finally:
         release.touch()
+    if while_claimed is not None:
+        try:
+            wait_for_line(progress, "publish_before_rename try=1", timeout=240)
+            claimed.with_suffix(".taken").touch()
+            wait_until("writer 2 at its rename, waiting for writer 1's claim (or ended)",
+                       lambda: not trials[2].running() or "waiting for transaction" in trials[2].log.read_text(
+                           errors="replace"), timeout=240)  # fmt: skip
+            while_claimed()
+        finally:
+            claimed.with_suffix(".taken").touch()
+            claimed.touch()
     states = {n: trial.wait() for n, trial in trials.items()}
     for n, state in states.items():
         if state != "success":  # shown with a failing test's captured output

@@ -193,11 +193,8 @@ class CatalogClient:
 
     def create_view(self, ref: TableRef, comment: str, properties: Mapping[str, str]) -> None:
         """A view of one constant row; fails if the name is taken (the metastore creates a name once)."""
-        pairs = ", ".join(f"{sql_string_literal(k)} = {sql_string_literal(v)}" for k, v in properties.items())
-        self.sql(
-            f"CREATE VIEW {ref.quoted} COMMENT {sql_string_literal(comment)} TBLPROPERTIES ({pairs}) AS SELECT 1 AS one"
-        )
+        self.engine.create_view(ref, comment, properties)
 
     def drop_view(self, ref: TableRef) -> None:
         """Only a view: ``drop`` refuses one, so that a table call never removes a user's view."""
-        self.sql(f"DROP VIEW IF EXISTS {ref.quoted}")
+        self.engine.drop_view(ref)

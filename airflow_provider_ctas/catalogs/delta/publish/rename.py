@@ -32,6 +32,7 @@ def publish_by_rename(run: DeltaRun, plan: DeltaPlan, checks: dict[str, str], re
     try:
         # The metastore moves the staging's directory: no other creator's rename may overlap.
         with name_claimed(run.catalog, target, try_markers(table), run.log):
+            run.fault("publish_before_rename")
             # A try stalled inside its begin made its staging after the newer try's begin cleaned up.
             run.catalog.require_no_newer_try(target.database, table.txn_id, table.try_number)
             run.catalog.rename(staging, target)
