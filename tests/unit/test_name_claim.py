@@ -29,11 +29,17 @@ def owner(txn: str = TXN, try_number: int = 2, age: timedelta = timedelta(0)) ->
 class Views:
     """A catalog holding views by name; ``release_after`` polls, the holder's claim goes."""
 
-    def __init__(self, held: Mapping[str, str] | None = None, release_after: int | None = None) -> None:
+    def __init__(
+        self, held: Mapping[str, str] | None = None, release_after: int | None = None, shared: bool = True
+    ) -> None:
         self.views: dict[str, dict[str, str]] = {CLAIM.table: dict(held)} if held is not None else {}
+        self.is_shared = shared
         self.release_after = release_after
         self.reads = 0
         self.dropped: list[dict[str, str]] = []
+
+    def shared(self) -> bool:
+        return self.is_shared
 
     def create_view(self, ref: TableRef, comment: str, properties: Mapping[str, str]) -> None:
         if ref.table in self.views:
@@ -78,6 +84,16 @@ def test_a_free_name_is_claimed_for_the_rename_and_released_after():
     assert CLAIM.database == "db" and markers.parse_reserved_name(CLAIM.table) == markers.ReservedName(
         markers.claim_name(TARGET.qualified)[7:23], "claim", 0
     )
+
+
+def test_a_metastore_no_other_process_shares_needs_no_claim():
+    """Spark's embedded Derby: one process at a time, whose catalog calls Spark serializes."""
+    held = owner(txn=OTHER)
+    catalog = Views(held=held, shared=False)
+    with name_claimed(catalog, TARGET, owner(), Log(), wait_seconds=0.0):  # type: ignore[arg-type]
+        pass
+    assert catalog.views == {CLAIM.table: held} and catalog.dropped == []
+    assert catalog.reads == 0, "nothing read, nothing created"
 
 
 def test_a_claim_is_released_when_the_rename_fails():

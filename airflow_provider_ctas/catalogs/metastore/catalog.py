@@ -90,6 +90,15 @@ class CatalogClient:
             updated = dataclasses.replace(marker, published_at=published_at, retained=retained)
             self.fs.write_text(path, updated.to_json())
 
+    def shared(self) -> bool:
+        """Whether another process can change this metastore: a metastore service, or an embedded
+        metastore over a database server. Spark's embedded Derby admits one process (Derby locks its
+        directory), and Spark serializes that process's catalog calls."""
+        if self.engine.metastore_uris():
+            return True
+        url = self.engine.hive_setting("javax.jdo.option.ConnectionURL")
+        return bool(url) and not (url.startswith("jdbc:derby:") and not url.startswith("jdbc:derby://"))
+
     def database_location(self, database: str) -> str | None:
         """The database's location, or None when there is no such database (read once)."""
         if database not in self._db_locations:

@@ -11,7 +11,8 @@ drops the view.
 
 A claim outlives its holder only when the holder was killed inside it. The next try of the same
 task instance takes such a claim over at once; anyone else waits for it, and takes it over once it
-is older than ``CLAIM_STALE_SECONDS``; garbage collection removes it too.
+is older than ``CLAIM_STALE_SECONDS``; garbage collection removes it too. Spark's embedded Derby
+metastore, which one process holds at a time, needs no claim.
 """
 
 from __future__ import annotations
@@ -53,7 +54,11 @@ def name_claimed(
     wait_seconds: float = CLAIM_WAIT_SECONDS,
 ) -> Iterator[None]:
     """Hold the claim on ``target``'s name while the body renames into it. ``owner``: this try's
-    markers (the claim carries them, for whoever finds it)."""
+    markers (the claim carries them, for whoever finds it). A metastore no other process shares
+    (Spark's embedded Derby) has nobody to take turns with: no claim."""
+    if not catalog.shared():
+        yield
+        return
     claim = claim_of(target)
     mine = {key: owner[key] for key in _CLAIM_KEYS if key in owner}
     _take(catalog, claim, target, mine, log, wait_seconds)
