@@ -3,6 +3,7 @@ young objects, and the report of what was removed or kept, and why."""
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from dataclasses import dataclass, field
 from datetime import UTC, datetime, timedelta
 from typing import TYPE_CHECKING, Any
@@ -46,6 +47,15 @@ class GcLedger:
             action = f"would be {action}"
         self.entries.append({"action": action, "what": what, "why": why, **extra})
         self.log.info(f"gc: {action}: {what} ({why})")
+
+    def owner_if_due(self, what: str, props: Mapping[str, str], owned: bool) -> tuple[str, dict[str, Any]] | None:
+        """The (transaction id, task) of a reserved-name object whose markers say it is this
+        provider's (``owned``) and that :meth:`blocked` does not keep; else noted as kept, None."""
+        if not owned:
+            self.note("kept", what, "reserved name without this provider's markers")
+            return None
+        txn_id, task = props[markers.TXN_ID], markers.task_of(props)
+        return None if self.blocked(what, txn_id, props.get(markers.CREATED_AT), task) else (txn_id, task)
 
     def blocked(self, what: str, txn_id: str, created: str | None, task: dict[str, Any]) -> bool:
         """Protected transactions and young objects are kept; True when ``what`` must stay."""

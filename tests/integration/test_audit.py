@@ -29,22 +29,12 @@ from airflow_provider_ctas.core.protocol import PhaseRequest, PhaseResult, run_p
 from airflow_provider_ctas.core.transaction import TransactionKey
 from airflow_provider_ctas.driver.phases import run_phases
 from tests.support.catalog import count, fresh, leftovers, location, properties
+from tests.support.reporter import RecordingReporter
 
 pytestmark = pytest.mark.integration
 
 
-class Log:
-    def __init__(self) -> None:
-        self.lines: list[str] = []
-
-    def info(self, message: str) -> None:
-        self.lines.append(message)
-
-    def warning(self, message: str) -> None:
-        self.lines.append(message)
-
-
-def run(spark, target: str, sql: str, checks: list[Check], **options: Any) -> tuple[PhaseResult, Log]:
+def run(spark, target: str, sql: str, checks: list[Check], **options: Any) -> tuple[PhaseResult, RecordingReporter]:
     txn = create_two_phase_table(
         key=TransactionKey("audit_dag", "ctas", f"run_{uuid.uuid4().hex}"),
         conn_id="spark_default",
@@ -55,7 +45,7 @@ def run(spark, target: str, sql: str, checks: list[Check], **options: Any) -> tu
     txn.begin(1, "2024-01-01T00:00:00+00:00")
     wire = [c.to_dict() for c in checks]
     request = PhaseRequest(phases=run_phases_for(wire), table=txn.to_dict(), sql=sql, checks=wire)
-    log = Log()
+    log = RecordingReporter()
     # A session of its own: the audit's temporary views never meet another test's.
     return run_phases(spark.newSession(), request, log), log
 
@@ -219,7 +209,7 @@ def test_the_write_guards_row_checks_in_its_own_code_and_a_violation_stops_it(sp
     assert [c.name for c in observation.observed] == ["row_count"]
     assert guarded.schema == good.schema  # types and nullability: a table may require a column
     guarded.write.parquet(str(tmp_path / "good"))
-    measured = observation.collect(Log())
+    measured = observation.collect(RecordingReporter())
     assert measured is not None and measured.rows == 100
     assert dict(measured.counts) == {
         "not_null(id)": [0],
@@ -233,8 +223,8 @@ def test_the_write_guards_row_checks_in_its_own_code_and_a_violation_stops_it(sp
     assert observation.observation is None
     assert "CollectMetrics" not in reported._jdf.queryExecution().optimizedPlan().toString()
     assert "CollectMetrics" in guarded._jdf.queryExecution().optimizedPlan().toString()
-    assert observation.collect(Log()) is None, "rows neither observed nor reported: the audit counts them"
-    assert observation.collect(Log(), rows=100) == measured
+    assert observation.collect(RecordingReporter()) is None, "rows neither observed nor reported: the audit counts them"
+    assert observation.collect(RecordingReporter(), rows=100) == measured
 
     bad = spark.sql(query.format(n=60))
     with pytest.raises(Exception) as stopped:  # noqa: PT011 - Spark's own error, whatever its class

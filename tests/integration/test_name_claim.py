@@ -6,7 +6,6 @@ creators run through the real phases in the test's Spark session, against the me
 
 from __future__ import annotations
 
-import threading
 import time
 import uuid
 from pathlib import Path
@@ -22,7 +21,7 @@ from airflow_provider_ctas.core import markers
 from airflow_provider_ctas.core.identifiers import TableRef
 from airflow_provider_ctas.core.transaction import TransactionKey
 from tests.support.catalog import fresh, leftovers, table_exists
-from tests.support.phases import QuietReporter, executor_for, held_at, run_all
+from tests.support.phases import QuietReporter, executor_for, held_at, run_all, run_on_thread
 
 pytestmark = pytest.mark.integration
 
@@ -43,17 +42,8 @@ def test_a_creator_waits_for_another_creator_s_rename_into_the_same_name(spark, 
                             "publish_before_rename": {"wait_for": str(flag)}}, **options)  # fmt: skip
     reached = {"progress_file": str(second), "before_publish": {}}
     writer_2 = executor_for(fresh(spark), target, _query(2), faults=reached, **options)
-    failures: list[BaseException] = []
-
-    def run_second() -> None:
-        try:
-            run_all(writer_2)
-        except BaseException as exc:
-            failures.append(exc)
-
     with held_at(writer_1, "publish_before_rename", flag, first) as held_failures:
-        second_thread = threading.Thread(target=run_second)
-        second_thread.start()
+        second_thread, failures = run_on_thread(writer_2)
         for _ in range(600):
             if second.exists() and "before_publish" in second.read_text():
                 break

@@ -64,10 +64,8 @@ def run_all(executor: SessionCatalogExecutor) -> None:
             return
 
 
-@contextlib.contextmanager
-def held_at(executor: SessionCatalogExecutor, point: str, flag: Path, progress: Path) -> Iterator[list[BaseException]]:
-    """The try's phases on a thread, held at ``point`` (its fault waits for ``flag``) while the body
-    runs; released and joined on exit. Yields the exceptions the phases raised."""
+def run_on_thread(executor: SessionCatalogExecutor) -> tuple[threading.Thread, list[BaseException]]:
+    """The try's phases on a started thread, and the list the exceptions they raise go to."""
     failures: list[BaseException] = []
 
     def run() -> None:
@@ -78,6 +76,14 @@ def held_at(executor: SessionCatalogExecutor, point: str, flag: Path, progress: 
 
     worker = threading.Thread(target=run)
     worker.start()
+    return worker, failures
+
+
+@contextlib.contextmanager
+def held_at(executor: SessionCatalogExecutor, point: str, flag: Path, progress: Path) -> Iterator[list[BaseException]]:
+    """The try's phases on a thread, held at ``point`` (its fault waits for ``flag``) while the body
+    runs; released and joined on exit. Yields the exceptions the phases raised."""
+    worker, failures = run_on_thread(executor)
     try:
         for _ in range(600):
             if progress.exists() and point in progress.read_text():

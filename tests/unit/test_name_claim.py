@@ -14,6 +14,7 @@ from airflow_provider_ctas.catalogs.metastore.name_claim import claim_of, name_c
 from airflow_provider_ctas.core import markers
 from airflow_provider_ctas.core.errors import LeftoverError, PublishError
 from airflow_provider_ctas.core.identifiers import TableRef
+from tests.support.reporter import RecordingReporter
 
 TARGET = TableRef("db", "orders")
 CLAIM = claim_of(TARGET)
@@ -58,21 +59,12 @@ class Views:
         self.dropped.append(self.views.pop(ref.table))
 
 
-class Log:
-    def __init__(self) -> None:
-        self.lines: list[str] = []
-
-    def info(self, message: str) -> None:
-        self.lines.append(message)
-
-    def warning(self, message: str) -> None:
-        self.lines.append(f"WARNING {message}")
-
-
-def claim(catalog: Views, mine: Mapping[str, str], wait_seconds: float = 5.0) -> list[dict[str, str]]:
+def claim(
+    catalog: Views, mine: Mapping[str, str], wait_seconds: float = 5.0, log: RecordingReporter | None = None
+) -> list[dict[str, str]]:
     """Run a rename under the claim; returns the claims present while it ran."""
     during: list[dict[str, str]] = []
-    with name_claimed(catalog, TARGET, mine, Log(), wait_seconds=wait_seconds):  # type: ignore[arg-type]
+    with name_claimed(catalog, TARGET, mine, log or RecordingReporter(), wait_seconds=wait_seconds):
         during.append(dict(catalog.views[CLAIM.table]))
     return during
 
@@ -90,7 +82,7 @@ def test_a_metastore_no_other_process_shares_needs_no_claim():
     """Spark's embedded Derby: one process at a time, whose catalog calls Spark serializes."""
     held = owner(txn=OTHER)
     catalog = Views(held=held, shared=False)
-    with name_claimed(catalog, TARGET, owner(), Log(), wait_seconds=0.0):  # type: ignore[arg-type]
+    with name_claimed(catalog, TARGET, owner(), RecordingReporter(), wait_seconds=0.0):
         pass
     assert catalog.views == {CLAIM.table: held} and catalog.dropped == []
     assert catalog.reads == 0, "nothing read, nothing created"
@@ -98,21 +90,28 @@ def test_a_metastore_no_other_process_shares_needs_no_claim():
 
 def test_a_claim_is_released_when_the_rename_fails():
     catalog = Views()
-    with pytest.raises(RuntimeError, match="rename failed"), name_claimed(catalog, TARGET, owner(), Log()):  # type: ignore[arg-type]
+    with (
+        pytest.raises(RuntimeError, match="rename failed"),
+        name_claimed(catalog, TARGET, owner(), RecordingReporter()),
+    ):
         raise RuntimeError("rename failed")
     assert catalog.views == {}
 
 
 def test_an_earlier_try_s_claim_is_taken_over_at_once():
     """Killed inside its claim: the next try of the task instance does not wait for it."""
-    catalog, mine = Views(held=owner(try_number=1)), owner(try_number=2)
-    assert claim(catalog, mine, wait_seconds=0.0) == [mine]
+    catalog, mine, log = Views(held=owner(try_number=1)), owner(try_number=2), RecordingReporter()
+    assert claim(catalog, mine, wait_seconds=0.0, log=log) == [mine]
     assert catalog.dropped[0][markers.TRY_NUMBER] == "1"
+    assert any(line.startswith(f"took over {CLAIM}") and "try 1" in line for line in log.lines), log.lines
 
 
 def test_another_creator_s_claim_is_waited_for_and_then_taken():
-    catalog, mine = Views(held=owner(txn=OTHER, try_number=1), release_after=2), owner()
-    assert claim(catalog, mine) == [mine]
+    catalog, mine, log = Views(held=owner(txn=OTHER, try_number=1), release_after=2), owner(), RecordingReporter()
+    assert claim(catalog, mine, log=log) == [mine]
+    holder = f"transaction {OTHER} (dag.task, try 1)"
+    assert log.lines == [f"waiting for {holder}'s rename into {TARGET} ({CLAIM})",
+                         f"claimed {TARGET}'s name after {holder} released it"]  # fmt: skip
     assert catalog.dropped == [mine], "the other creator's claim was dropped by this one"
 
 
@@ -148,7 +147,7 @@ def test_a_view_without_the_provider_s_markers_is_never_removed():
 def test_a_claim_taken_over_meanwhile_is_not_released_by_its_first_holder():
     catalog, mine = Views(), owner()
     taker = owner(txn=OTHER)
-    with name_claimed(catalog, TARGET, mine, Log()):  # type: ignore[arg-type]
+    with name_claimed(catalog, TARGET, mine, RecordingReporter()):
         catalog.views[CLAIM.table] = taker  # taken over as stale while this rename hung
     assert catalog.views == {CLAIM.table: taker}
 

@@ -56,13 +56,10 @@ class IcebergGc:
         if current is None:
             return
         props = md.properties(current)
-        if not ownership.is_staging_named(props, parsed):
-            self.ledger.note("kept", what, "reserved name without this provider's markers")
+        due = self.ledger.owner_if_due(what, props, ownership.is_staging_named(props, parsed))
+        if due is None:
             return
-        txn_id = props[markers.TXN_ID]
-        task = markers.task_of(props)
-        if self.ledger.blocked(what, txn_id, props.get(markers.CREATED_AT), task):
-            return
+        txn_id, task = due
         problem = None if self.params.dry_run else self.catalog.drop(ref)
         if problem is not None:
             self.ledger.note("kept", problem, "the staging table's directory, after the table was dropped")

@@ -93,8 +93,9 @@ class CatalogClient:
     def shared(self) -> bool:
         """Whether another process can change this metastore: a metastore service, or an embedded
         metastore over a database server. Spark's embedded Derby admits one process (Derby locks its
-        directory), and Spark serializes that process's catalog calls."""
-        if self.engine.metastore_uris():
+        directory), and Spark serializes that process's catalog calls. Over Spark Connect the server's
+        hive-site.xml is out of reach: shared."""
+        if is_connect(self.spark) or self.engine.metastore_uris():
             return True
         url = self.engine.hive_setting("javax.jdo.option.ConnectionURL")
         return bool(url) and not (url.startswith("jdbc:derby:") and not url.startswith("jdbc:derby://"))

@@ -21,7 +21,7 @@ import time
 from collections.abc import Iterator, Mapping
 from contextlib import contextmanager
 from datetime import UTC, datetime
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Protocol
 
 from airflow_provider_ctas.core import markers
 from airflow_provider_ctas.core.errors import LeftoverError, PublishError
@@ -29,7 +29,6 @@ from airflow_provider_ctas.core.identifiers import TableRef
 from airflow_provider_ctas.spark.errors import first_line
 
 if TYPE_CHECKING:
-    from airflow_provider_ctas.catalogs.metastore.catalog import CatalogClient
     from airflow_provider_ctas.spark.engine import Reporter
 
 CLAIM_WAIT_SECONDS = 60.0
@@ -41,13 +40,22 @@ _CLAIM_KEYS = (markers.TXN_ID, markers.TRY_NUMBER, markers.TARGET, markers.DAG_I
                markers.RUN_ID, markers.MAP_INDEX, markers.CREATED_AT)  # fmt: skip
 
 
+class NameCatalog(Protocol):
+    """What a claim needs of the catalog (``CatalogClient``)."""
+
+    def shared(self) -> bool: ...
+    def create_view(self, ref: TableRef, comment: str, properties: Mapping[str, str]) -> None: ...
+    def properties(self, ref: TableRef) -> dict[str, str] | None: ...
+    def drop_view(self, ref: TableRef) -> None: ...
+
+
 def claim_of(target: TableRef) -> TableRef:
     return TableRef(target.database, markers.claim_name(target.qualified), target.catalog)
 
 
 @contextmanager
 def name_claimed(
-    catalog: CatalogClient,
+    catalog: NameCatalog,
     target: TableRef,
     owner: Mapping[str, str],
     log: Reporter,
@@ -69,7 +77,7 @@ def name_claimed(
 
 
 def _take(
-    catalog: CatalogClient, claim: TableRef, target: TableRef, mine: dict[str, str], log: Reporter, wait_seconds: float
+    catalog: NameCatalog, claim: TableRef, target: TableRef, mine: dict[str, str], log: Reporter, wait_seconds: float
 ) -> None:
     deadline = time.monotonic() + wait_seconds
     waiting_for: str | None = None
@@ -116,7 +124,7 @@ def _taken_over(held: Mapping[str, str], mine: Mapping[str, str]) -> bool:
     return born is not None and (datetime.now(UTC) - born).total_seconds() > CLAIM_STALE_SECONDS
 
 
-def _release(catalog: CatalogClient, claim: TableRef, target: TableRef, mine: dict[str, str], log: Reporter) -> None:
+def _release(catalog: NameCatalog, claim: TableRef, target: TableRef, mine: dict[str, str], log: Reporter) -> None:
     """Drop the claim if it is still this try's (one taken over as stale belongs to its taker)."""
     try:
         held = catalog.properties(claim)

@@ -77,13 +77,10 @@ class SessionCatalogGc:
             self._claim(info)
             return
         adopted_by = self._adopted_by(info, parsed) if markers.marker_try(props) != parsed.try_number else None
-        if not ownership.is_staging_named(props, parsed, adopted_by):
-            self.ledger.note("kept", what, "reserved name without this provider's markers")
+        due = self.ledger.owner_if_due(what, props, ownership.is_staging_named(props, parsed, adopted_by))
+        if due is None:
             return
-        txn_id = props[markers.TXN_ID]
-        task = markers.task_of(props)
-        if self.ledger.blocked(what, txn_id, props.get(markers.CREATED_AT), task):
-            return
+        txn_id, task = due
         live = self._location_of(props.get(markers.TARGET, ""))
         if info.table_type != "EXTERNAL" and live and info.location and live == info.location.rstrip("/"):
             self.ledger.note("kept", what, "a managed staging table that a target reads from (unexpected)")
@@ -96,13 +93,12 @@ class SessionCatalogGc:
     def _claim(self, info: TableInfo) -> None:
         """A claim on a target's name, left by a task killed while it renamed into it."""
         what, props = info.ref.qualified, info.properties
-        if info.table_type != "VIEW" or not markers.is_claim(props, info.ref.table):
-            self.ledger.note("kept", what, "reserved name without this provider's markers")
+        due = self.ledger.owner_if_due(
+            what, props, info.table_type == "VIEW" and markers.is_claim(props, info.ref.table)
+        )
+        if due is None:
             return
-        txn_id = props[markers.TXN_ID]
-        task = markers.task_of(props)
-        if self.ledger.blocked(what, txn_id, props.get(markers.CREATED_AT), task):
-            return
+        txn_id, task = due
         if not self.params.dry_run:
             self.catalog.drop_view(info.ref)
         self.ledger.note("removed", what, f"a claim on {props[markers.TARGET]}'s name left by a killed rename",
