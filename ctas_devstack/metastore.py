@@ -171,7 +171,9 @@ class HiveMetastore:
             # table the request's open transaction wrote (TBL_PRIVS -> TBLS in a create_table) then
             # waits for that transaction, which waits for it: Spark's first CREATE TABLE hung for good.
             # Without the keys the tables are made, and a test metastore loses nothing it needs
-            # (autoCreateAll would switch the keys back on).
+            # (autoCreateAll would switch the keys back on), but for one: without the unique key on a
+            # database's table names two concurrent creates or renames into one name can both land, so
+            # the provider's claim on a name (name_claim.py) is not exclusive here; its tests use Derby.
             "datanucleus.schema.autoCreateAll": "false",
             "datanucleus.schema.autoCreateTables": "true",
             "datanucleus.schema.autoCreateColumns": "true",

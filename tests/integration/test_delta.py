@@ -46,8 +46,8 @@ from tests.support.format_scenarios import (
 )
 from tests.support.gc import entries, gc_cli
 from tests.support.processes import wait_for_line
-from tests.support.spark_versions import on_release, pyspark_venv
-from tests.support.table_reader import SPARK_FOR_FORMATS, TablePoller
+from tests.support.spark_versions import SPARK_FOR_FORMATS, on_release, pyspark_venv
+from tests.support.table_reader import TablePoller
 
 # One test worker runs the whole module: its module-scoped services start once, not on every worker.
 pytestmark = [pytest.mark.integration, pytest.mark.slow, pytest.mark.formats, pytest.mark.xdist_group("delta")]

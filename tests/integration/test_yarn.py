@@ -31,8 +31,8 @@ from tests.support.iceberg import leftovers as iceberg_leftovers
 from tests.support.jvm import SparkInstall, container_archive
 from tests.support.processes import wait_for_line
 from tests.support.reliability import NEW_ROWS, record_cell
-from tests.support.spark_versions import pyspark_venv
-from tests.support.table_reader import SPARK_FOR_FORMATS, TableReader
+from tests.support.spark_versions import SPARK_FOR_FORMATS, pyspark_venv
+from tests.support.table_reader import TableReader
 from tests.support.waiting import wait_until
 from tests.support.yarn import ENDED, application, driver_pid, ended_application, processes, use_yarn, yarn_cluster
 

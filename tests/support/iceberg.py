@@ -14,8 +14,8 @@ from ctas_devstack.jars import locked_jars
 from ctas_devstack.metastore import HiveMetastore
 from tests.support.dags import make_dag, run_dag, xcom_value
 from tests.support.format_scenarios import FormatProbe
-from tests.support.spark_versions import on_release
-from tests.support.table_reader import SPARK_FOR_FORMATS, TableReader
+from tests.support.spark_versions import SPARK_FOR_FORMATS, on_release
+from tests.support.table_reader import TableReader
 
 SPARK_FOR_ICEBERG = SPARK_FOR_FORMATS
 ICEBERG_RUNTIME = "org.apache.iceberg:iceberg-spark-runtime-4.1_2.13:1.11.0"

@@ -324,8 +324,7 @@ if __name__ == "__main__":
     # scripts/test.sh makes the archives while lint, type checks and unit tests run: the main
     # pyspark's, then that of the release the Iceberg and Delta tests run their drivers on, then the
     # YARN containers' of both (each made once per installation: they stay in CACHE).
-    from tests.support.spark_versions import on_release, pyspark_venv
-    from tests.support.table_reader import SPARK_FOR_FORMATS
+    from tests.support.spark_versions import SPARK_FOR_FORMATS, on_release, pyspark_venv
 
     made = ensure_archive(s3_dist_classpath())
     print(f"tests: CDS archive {made or 'not made (JVMs start without one)'}")

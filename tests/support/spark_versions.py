@@ -13,6 +13,8 @@ from pathlib import Path
 
 from tests.support.jvm import SparkInstall, compile_pyspark, ensure_archive, with_archive
 
+SPARK_FOR_FORMATS = "4.1.4"
+"""The newest Spark that both the Iceberg 1.11 and the Delta 4.4 runtimes support."""
 CACHE = Path(os.environ.get("CTAS_PYSPARK_CACHE", Path.home() / ".cache" / "airflow-provider-ctas" / "pyspark"))
 
 

@@ -17,10 +17,7 @@ from typing import Any
 from tests.support.catalog import described_comments
 from tests.support.faults import check_observations, classify_read_error, reading_pause
 from tests.support.jvm import READER_SPARK_CONF, classic_environ
-from tests.support.spark_versions import on_release
-
-SPARK_FOR_FORMATS = "4.1.4"
-"""The newest Spark that both the Iceberg 1.11 and the Delta 4.4 runtimes support."""
+from tests.support.spark_versions import SPARK_FOR_FORMATS, on_release
 
 _READER = r"""
 import json, sys, threading, traceback
