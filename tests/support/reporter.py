@@ -6,9 +6,13 @@ from __future__ import annotations
 class RecordingReporter:
     def __init__(self) -> None:
         self.lines: list[str] = []
+        """Everything, in order."""
+        self.warnings: list[str] = []
+        """The warnings only."""
 
     def info(self, message: str) -> None:
         self.lines.append(message)
 
     def warning(self, message: str) -> None:
         self.lines.append(message)
+        self.warnings.append(message)

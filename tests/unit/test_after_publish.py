@@ -8,24 +8,17 @@ import time
 from typing import Any, cast
 
 from airflow_provider_ctas.catalogs.session_catalog.context import RunContext
+from tests.support.reporter import RecordingReporter
 
 
-class Log:
-    def __init__(self) -> None:
-        self.warnings: list[str] = []
-
-    def warning(self, message: str) -> None:
-        self.warnings.append(message)
-
-
-def context(log: Log) -> RunContext:
+def context(log: RecordingReporter) -> RunContext:
     """Only what the after-publish steps use: the log and the details."""
     none = cast(Any, None)
     return RunContext(spark=none, table=none, request=none, log=cast(Any, log), catalog=none)
 
 
 def test_a_step_run_meanwhile_runs_beside_the_caller_and_settle_waits_for_it() -> None:
-    ctx, started, release, done = context(Log()), threading.Event(), threading.Event(), []
+    ctx, started, release, done = context(RecordingReporter()), threading.Event(), threading.Event(), []
 
     def slow() -> None:
         started.set()
@@ -44,7 +37,7 @@ def test_a_step_run_meanwhile_runs_beside_the_caller_and_settle_waits_for_it() -
 
 
 def test_a_step_run_meanwhile_that_fails_is_reported_not_raised() -> None:
-    log = Log()
+    log = RecordingReporter()
     ctx = context(log)
 
     def failing() -> None:

@@ -17,6 +17,7 @@ from airflow_provider_ctas.checks import (
 )
 from airflow_provider_ctas.core.checks import CheckResult, check_from_dict, checks_from_wire, summary, validate_checks
 from airflow_provider_ctas.core.errors import AuditFailedError, CorruptStateError, InvalidInputError
+from tests.support.reporter import RecordingReporter
 
 EVERY_KIND = [
     RowCount(min=1, max=10),
@@ -154,28 +155,18 @@ class _Delivered:
         self.get = values
 
 
-class _Log:
-    def __init__(self) -> None:
-        self.lines: list[str] = []
-
-    def info(self, message: str) -> None:
-        self.lines.append(message)
-
-    warning = info
-
-
 def test_what_the_write_observed_is_split_back_into_each_checks_counts():
     checks = [RowCount(min=1), Unique("id"), NotNull("a", "b"), AcceptedValues(column="s", values=["x"])]
     observation = WriteObservation(checks, partial=False)
     observation.observed = [c for c in checks if not isinstance(c, Unique)]
     observation.attached, observation.observation = True, _Delivered({"a0": 7, "a1": 2, "a2": None})
-    measured = observation.collect(_Log())
+    measured = observation.collect(RecordingReporter())
     assert measured == Measured(7, {"row_count": [], "not_null(a,b)": [2], "accepted_values(s)": [0]})
     assert observation.measured is measured
 
 
 def test_an_observation_that_delivered_nothing_leaves_the_checks_to_the_audit_query():
-    log = _Log()
+    log = RecordingReporter()
     observation = WriteObservation([NotNull("a")], partial=False)
     observation.observed = list(observation.checks)
     observation.attached, observation.observation = True, _Delivered({})  # what Spark Connect gives for a SQL insert
@@ -199,7 +190,7 @@ def _stopping_write(observation: WriteObservation, failures: list[Exception]):
 
 
 def test_a_write_a_guard_stopped_runs_again_counting_and_another_failure_is_not_retried():
-    log = _Log()
+    log = RecordingReporter()
     observation = WriteObservation([NotNull("a"), ValueRange(column="b", max=3)], partial=False)
     observation.guarded = list(observation.checks)
     write, guarding = _stopping_write(
@@ -222,7 +213,7 @@ def test_a_guard_stop_that_left_rows_behind_fails_the_check_without_writing_agai
     observation.guarded = list(observation.checks)
     write, guarding = _stopping_write(observation, [RuntimeError("airflow-ctas-check-violated:0")])
     with pytest.raises(AuditFailedError, match=r"check 'not_null\(a\)' failed, nothing was published"):
-        observation.write(write, _Log(), rewritable=lambda: False)
+        observation.write(write, RecordingReporter(), rewritable=lambda: False)
     assert guarding == [True]
 
 

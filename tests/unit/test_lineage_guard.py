@@ -3,17 +3,7 @@
 from typing import Any, cast
 
 from airflow_provider_ctas.catalogs.analysis import lineage_inputs
-
-
-class _Log:
-    def __init__(self) -> None:
-        self.warnings: list[str] = []
-
-    def info(self, message: str) -> None:
-        pass
-
-    def warning(self, message: str) -> None:
-        self.warnings.append(message)
+from tests.support.reporter import RecordingReporter
 
 
 class _Engine:
@@ -27,7 +17,7 @@ class _Engine:
 
 
 def test_a_failing_plan_walk_is_logged_and_skipped() -> None:
-    log = _Log()
+    log = RecordingReporter()
     error = RuntimeError("py4j.Py4JException: Method tableMeta([]) does not exist\n\tat ...")
     assert lineage_inputs(cast(Any, _Engine(error)), cast(Any, None), log) is None
     assert log.warnings == [
@@ -37,6 +27,6 @@ def test_a_failing_plan_walk_is_logged_and_skipped() -> None:
 
 
 def test_the_plan_inputs_pass_through() -> None:
-    log = _Log()
+    log = RecordingReporter()
     assert lineage_inputs(cast(Any, _Engine(["sales.orders"])), cast(Any, None), log) == ["sales.orders"]
     assert log.warnings == []
